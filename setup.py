@@ -18,6 +18,7 @@ setuptools.setup(
     author_email=cfg["author_email"],
     license=licenses[cfg["license"]][0],
     url=cfg["git_url"],
+    keywords=cfg.get("keywords", "").split(),
     classifiers=[
         "Development Status :: " + str(cfg["status"]) + " - " + statuses[int(cfg["status"])],
         "Intended Audience :: " + cfg["audience"].title(),

@@ -5,14 +5,14 @@
 # %% auto #0
 __all__ = ['test_bits', 'test_close', 'tiny_config', 'set_test_threads', 'env_report']
 
-# %% ../nbs/00_testing.ipynb #e83a681b
+# %% ../nbs/00_testing.ipynb #bbd98821
 import os
 import platform
 import sys
 
 import torch
 
-# %% ../nbs/00_testing.ipynb #5a6c43e0
+# %% ../nbs/00_testing.ipynb #98136b15
 _INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
@@ -30,20 +30,20 @@ def test_bits(a: torch.Tensor, b: torch.Tensor, msg: str = ""):
         diff = (a.double() - b.double()).abs().max().item() if a.is_floating_point() else "n/a"
         raise AssertionError(f"{msg} tensors differ in bits (max abs diff {diff})")
 
-# %% ../nbs/00_testing.ipynb #73c26199
+# %% ../nbs/00_testing.ipynb #5cb79694
 def test_close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5, rtol: float = 0.0, *, why: str) -> float:
     "Assert `|a - b| <= atol + rtol * |b|` everywhere; `why` (mandatory) says why bits may differ."
     assert why and why.strip(), "test_close needs a reason: say why the two tensors may differ"
     assert a.shape == b.shape, f"shape {tuple(a.shape)} != {tuple(b.shape)}"
     a, b = a.detach().cpu().double(), b.detach().cpu().double()
     assert not (a.isnan().any() or b.isnan().any()), "NaN in a compared tensor"
-    diff = (a - b).abs()
+    diff = torch.where(a == b, 0.0, (a - b).abs())     # equal infinities are equal, not NaN apart
     bound = atol + rtol * b.abs()
     if (diff > bound).any():
         raise AssertionError(f"max abs diff {diff.max().item():.3e} exceeds atol={atol} rtol={rtol} ({why})")
     return diff.max().item() if diff.numel() else 0.0
 
-# %% ../nbs/00_testing.ipynb #34b6d1d5
+# %% ../nbs/00_testing.ipynb #f84f5e66
 _TINY_BASE = dict(vocab_size=384, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                   rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=False,
@@ -67,14 +67,14 @@ def tiny_config(family: str, **overrides) -> dict:
         raise ValueError(f"unknown family {family!r}; known: {sorted(_TINY_FAMILIES)}")
     return {**_TINY_BASE, **_TINY_FAMILIES[family], **overrides}
 
-# %% ../nbs/00_testing.ipynb #80537dd4
+# %% ../nbs/00_testing.ipynb #bd5c8ef7
 def set_test_threads(default: int = 1) -> int:
     "Set torch's intra-op threads for tests (`MINI_INFER_THREADS`, else `default`) and return the count."
     n = int(os.environ.get("MINI_INFER_THREADS", default))
     torch.set_num_threads(n)
     return n
 
-
+# %% ../nbs/00_testing.ipynb #7f25fee7
 def env_report() -> str:
     "One line naming the machine and the versions that a measurement depends on."
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"

@@ -32,6 +32,9 @@ def run(fn: Path, force: set) -> None:
     os.chdir(fn.parent)
     try:
         shell.run_all(nb, exc_stop=True, preproc=skip)
+    except Exception:
+        sys.stderr.write(shell.prettytb(fname=fn) + "\n")
+        raise SystemExit(1)
     finally:
         os.chdir(cwd)
     write_nb(nb, fn)
