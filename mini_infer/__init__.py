@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/28_api.ipynb #2f87aaa2
+# %% ../nbs/28_api.ipynb #4f952c2f
 __version__ = "0.1.0"
 
 from .engine.llm_engine import LLM, CompletionOutput, RequestOutput

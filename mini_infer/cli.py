@@ -6,7 +6,7 @@
 __all__ = ['COMMANDS', 'USER_ERRORS', 'build_parser', 'cmd_generate', 'memory_plan', 'cmd_info', 'decode_tokens_per_s', 'hf_peer',
            'cmd_bench', 'main']
 
-# %% ../nbs/27_cli.ipynb #c3236055
+# %% ../nbs/27_cli.ipynb #3813604c
 import argparse
 import json
 import sys
@@ -18,7 +18,7 @@ from .engine.llm_engine import LLM
 from .engine.sampling import SamplingParams
 from .testing import env_report
 
-# %% ../nbs/27_cli.ipynb #dc06b6c0
+# %% ../nbs/27_cli.ipynb #3fa12fcc
 def _engine_args(p: argparse.ArgumentParser) -> None:
     "Add the `LLM` constructor options to a subcommand's parser."
     p.add_argument("--model", default=None, help="checkpoint directory or .gguf file (default: bundled SmolLM2)")
@@ -34,7 +34,7 @@ def _llm(a) -> LLM:
     return LLM(a.model, dtype=a.dtype, device=a.device, block_size=a.block_size, num_kv_blocks=a.num_kv_blocks,
                max_model_len=a.max_model_len, seed=a.seed)
 
-# %% ../nbs/27_cli.ipynb #dc29bb52
+# %% ../nbs/27_cli.ipynb #5d2508c8
 def build_parser() -> argparse.ArgumentParser:
     "The `mini-infer` argument parser with its subcommands."
     p = argparse.ArgumentParser(prog="mini-infer", description="mini_infer: a readable LLM inference engine")
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(b)
     return p
 
-# %% ../nbs/27_cli.ipynb #296c3464
+# %% ../nbs/27_cli.ipynb #0e575e89
 def cmd_generate(a) -> int:
     "Complete one prompt and print it."
     llm = _llm(a)
@@ -75,14 +75,14 @@ def cmd_generate(a) -> int:
         print(c.text if a.chat else a.prompt + c.text)
     return 0
 
-# %% ../nbs/27_cli.ipynb #9cce36a4
+# %% ../nbs/27_cli.ipynb #3d40edcc
 def memory_plan(llm: LLM) -> dict:
     "The numbers `info` prints: weights and KV-cache bytes, tokens and blocks."
-    blocks = llm.kv_budget_tokens // llm.block_size
+    e = llm.engine
     return {"weights_bytes": sum(p.numel() * p.element_size() for p in llm.model.parameters()),
-            "kv_bytes_per_token": llm.kv_bytes_per_token, "block_size": llm.block_size, "kv_blocks": blocks,
-            "kv_tokens": blocks * llm.block_size, "kv_bytes": blocks * llm.block_size * llm.kv_bytes_per_token,
-            "max_model_len": llm.max_model_len}
+            "kv_bytes_per_token": e.kv_bytes_per_token, "block_size": e.block_size, "kv_blocks": e.num_kv_blocks,
+            "kv_tokens": e.num_kv_blocks * e.block_size, "kv_bytes": e.runner.kv_cache_bytes,
+            "max_model_len": e.max_model_len}
 
 
 def cmd_info(a) -> int:
@@ -92,13 +92,13 @@ def cmd_info(a) -> int:
     print(f"environment : {env_report()}")
     print(f"model       : {c.architecture}, {c.num_hidden_layers} layers, d={c.hidden_size}, heads "
           f"{c.num_attention_heads}/{c.num_key_value_heads}, head_dim {c.head_dim}, vocab {c.vocab_size}")
-    print(f"dtype/device: {llm.dtype} on {llm.device}; max_model_len {plan['max_model_len']}")
+    print(f"dtype/device: {llm.engine.dtype} on {llm.engine.device}; max_model_len {plan['max_model_len']}")
     print(f"weights     : {plan['weights_bytes'] / 2**20:,.1f} MiB")
     print(f"KV cache    : {plan['kv_blocks']:,} blocks x {plan['block_size']} tokens x {plan['kv_bytes_per_token']:,} "
           f"bytes/token = {plan['kv_bytes'] / 2**20:,.1f} MiB ({plan['kv_tokens']:,} tokens)")
     return 0
 
-# %% ../nbs/27_cli.ipynb #59e07724
+# %% ../nbs/27_cli.ipynb #4cbd3c84
 def _median_seconds(fn, repeats: int) -> float:
     "Median wall time of `fn()` over `repeats` runs, after one warm-up run."
     fn()
@@ -114,7 +114,7 @@ def decode_tokens_per_s(generate_n, n: int, repeats: int) -> float:
     tn = _median_seconds(lambda: generate_n(n), repeats)
     return (n - 1) / max(tn - t1, 1e-9)
 
-# %% ../nbs/27_cli.ipynb #aca7a8fe
+# %% ../nbs/27_cli.ipynb #c7559660
 def hf_peer(model_path, dtype: torch.dtype, device):
     "`transformers` loading the same checkpoint (directory or GGUF) with its default attention, or None."
     from pathlib import Path
@@ -125,7 +125,7 @@ def hf_peer(model_path, dtype: torch.dtype, device):
     root = path.parent if path.suffix == ".gguf" else path
     return AutoModelForCausalLM.from_pretrained(str(root), dtype=dtype, **kw).to(device).eval()
 
-# %% ../nbs/27_cli.ipynb #f1b59cbe
+# %% ../nbs/27_cli.ipynb #0e31e725
 def cmd_bench(a) -> int:
     "Print batch-1 decode tokens/s of mini_infer and of transformers, and their ratio."
     llm = _llm(a)
@@ -133,11 +133,11 @@ def cmd_bench(a) -> int:
     ours = decode_tokens_per_s(lambda n: llm.generate([ids], SamplingParams(temperature=0, max_tokens=n,
                                                                              ignore_eos=True)), a.tokens, a.repeats)
     print(f"environment: {env_report()}")
-    print(f"workload   : batch 1, prompt {len(ids)} tokens, {a.tokens} new tokens, {llm.dtype}, median of {a.repeats}")
+    print(f"workload   : batch 1, prompt {len(ids)} tokens, {a.tokens} new tokens, {llm.engine.dtype}, median of {a.repeats}")
     print(f"mini_infer : {ours:8.1f} decode tokens/s")
     if not a.no_hf:
-        hf = hf_peer(a.model, llm.dtype, llm.device)
-        x = torch.tensor([ids], device=llm.device)
+        hf = hf_peer(a.model, llm.engine.dtype, llm.engine.device)
+        x = torch.tensor([ids], device=llm.engine.device)
         def hf_generate(n):
             with torch.no_grad():
                 hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n,
@@ -147,7 +147,7 @@ def cmd_bench(a) -> int:
         print(f"ratio      : {ours / theirs:8.2f}x")
     return 0
 
-# %% ../nbs/27_cli.ipynb #dacc635c
+# %% ../nbs/27_cli.ipynb #96d7e191
 COMMANDS = {"generate": cmd_generate, "info": cmd_info, "bench": cmd_bench}
 USER_ERRORS = (ValueError, OSError, ImportError, NotImplementedError, KeyError)
 

