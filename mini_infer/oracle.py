@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['hf_config', 'randomize_', 'hf_tiny_model', 'save_tiny', 'hf_logits', 'hf_greedy', 'capture']
 
-# %% ../nbs/02_hf_oracle.ipynb #f547afc5
+# %% ../nbs/02_hf_oracle.ipynb #09c98a7f
 import contextlib
 from pathlib import Path
 
 import torch
 
-# %% ../nbs/02_hf_oracle.ipynb #30e0f9f2
+# %% ../nbs/02_hf_oracle.ipynb #e9e1398f
 def hf_config(config: dict):
     "A `transformers` configuration object from a `config.json` dictionary, with eager attention."
     from transformers import AutoConfig
@@ -20,7 +20,7 @@ def hf_config(config: dict):
     cfg._attn_implementation = "eager"
     return cfg
 
-# %% ../nbs/02_hf_oracle.ipynb #781fb5e1
+# %% ../nbs/02_hf_oracle.ipynb #30c8f724
 @torch.no_grad()
 def randomize_(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     "Fill every parameter of `model` with seeded random values (norms near 1, biases near 0)."
@@ -35,14 +35,14 @@ def randomize_(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
             p.copy_(r / p.shape[-1] ** 0.5)            # [out, in] matrices and [V, d] embeddings
     return model
 
-# %% ../nbs/02_hf_oracle.ipynb #c51ff9f1
+# %% ../nbs/02_hf_oracle.ipynb #0a331a32
 def hf_tiny_model(config: dict, seed: int = 0, dtype=torch.float32):
     "A random `transformers` causal LM of `config` (eager attention, eval mode)."
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_config(hf_config(config), dtype=dtype)
     return randomize_(model, seed).eval()
 
-# %% ../nbs/02_hf_oracle.ipynb #cbef53f0
+# %% ../nbs/02_hf_oracle.ipynb #00ea7ace
 def save_tiny(model, path, max_shard_size=None) -> Path:
     "Save `model` as a checkpoint directory (config.json + safetensors, sharded if `max_shard_size`)."
     from transformers.utils import logging
@@ -52,27 +52,30 @@ def save_tiny(model, path, max_shard_size=None) -> Path:
     model.save_pretrained(path, **kw)
     return path
 
-# %% ../nbs/02_hf_oracle.ipynb #47396d87
+# %% ../nbs/02_hf_oracle.ipynb #67e0de13
 @torch.no_grad()
 def hf_logits(model, token_ids: list[int]) -> torch.Tensor:
     "fp32 logits [S, V] of one full-prompt forward of the reference model."
     out = model(torch.tensor([token_ids]), use_cache=False)
     return out.logits[0].float()
 
-# %% ../nbs/02_hf_oracle.ipynb #3ffd37e3
+# %% ../nbs/02_hf_oracle.ipynb #dce2ed2a
 @torch.no_grad()
 def hf_greedy(model, token_ids: list[int], max_new_tokens: int) -> list[int]:
     "The reference model's greedy continuation with its own KV cache (`DynamicCache`), end-of-sequence ignored."
+    import warnings
     from transformers import DynamicCache
     cache, out_ids = DynamicCache(config=model.config), []
     step = torch.tensor([token_ids])
     for _ in range(max_new_tokens):
-        logits = model(step, cache=cache, use_cache=True).logits[0, -1]
+        with warnings.catch_warnings():       # transformers 5.24 warns about its own internal `past_key_values`
+            warnings.simplefilter("ignore", FutureWarning)
+            logits = model(step, cache=cache, use_cache=True).logits[0, -1]
         out_ids.append(int(logits.argmax()))
         step = torch.tensor([[out_ids[-1]]])
     return out_ids
 
-# %% ../nbs/02_hf_oracle.ipynb #b483f7a9
+# %% ../nbs/02_hf_oracle.ipynb #a5362fb5
 @contextlib.contextmanager
 def capture(model, names: list[str]):
     "Record the outputs of the named submodules of `model` during the `with` block: yields {name: tensor}."

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 for name in "$@"; do
   name=$(basename "$name" .py); name=${name%.ipynb}
-  jupytext --quiet --to ipynb --update-metadata '{"kernelspec":{"display_name":"Python 3","language":"python","name":"python3"},"jupytext":null}' -o "nbs/$name.ipynb" "_jt/$name.py"
+  upd=""; [ -f "nbs/$name.ipynb" ] && upd="--update"
+  jupytext --quiet --to ipynb $upd --update-metadata '{"kernelspec":{"display_name":"Python 3","language":"python","name":"python3"},"jupytext":null}' -o "nbs/$name.ipynb" "_jt/$name.py"
   nbdev_export
   python tools/run_nb.py "nbs/$name.ipynb"
   nbdev_clean --fname "nbs/$name.ipynb"

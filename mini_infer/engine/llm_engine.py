@@ -7,7 +7,7 @@ __all__ = ['CompletionOutput', 'RequestOutput', 'StreamOutput', 'to_token_ids', 
            'add_request', 'abort', 'step', 'stats', 'has_unfinished_requests', 'request_output', 'prompt_logits',
            'RequestStream', 'EngineThread', 'LLM']
 
-# %% ../../nbs/25_engine.ipynb #5bec0ccc
+# %% ../../nbs/25_engine.ipynb #3bc37935
 import asyncio
 import threading
 import time
@@ -25,7 +25,7 @@ from .sequence import Sequence, append_token, stream_delta
 from .tokenizer import Tokenizer
 from ..loader import load_model, resolve_dtype
 
-# %% ../../nbs/25_engine.ipynb #32a54757
+# %% ../../nbs/25_engine.ipynb #c5ebd1b1
 @dataclass
 class CompletionOutput:
     "One generated sample of a request (vLLM's CompletionOutput)."
@@ -47,7 +47,7 @@ class RequestOutput:
     finished: bool = True
     prompt_logprobs: list | None = None          # None for the first token, then Logprobs per prompt token
 
-# %% ../../nbs/25_engine.ipynb #8aeb268f
+# %% ../../nbs/25_engine.ipynb #71b6a760
 @dataclass
 class StreamOutput:
     "One sample's progress since the last StreamOutput: text and token-id deltas, finish reason when done."
@@ -62,7 +62,7 @@ class StreamOutput:
     num_cached_tokens: int = 0
     error: str | None = None
 
-# %% ../../nbs/25_engine.ipynb #81e3f62b
+# %% ../../nbs/25_engine.ipynb #b0263394
 def to_token_ids(prompt, tokenizer: Tokenizer | None, vocab_size: int) -> tuple[str | None, list[int]]:
     "(text or None, token ids) of a prompt given as a string or a list of token ids."
     if isinstance(prompt, str):
@@ -80,7 +80,7 @@ def to_token_ids(prompt, tokenizer: Tokenizer | None, vocab_size: int) -> tuple[
         raise ValueError(f"token id {bad[0]} is outside the vocabulary (0..{vocab_size - 1})")
     return text, ids
 
-# %% ../../nbs/25_engine.ipynb #15753d8a
+# %% ../../nbs/25_engine.ipynb #4ccae515
 def check_fits(num_prompt_tokens: int, params: SamplingParams, max_model_len: int, kv_budget_tokens: int) -> None:
     "Raise ValueError if prompt + max_tokens exceeds the context or the whole KV cache."
     need = num_prompt_tokens + params.max_tokens
@@ -90,7 +90,7 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, max_model_len: in
     if need > kv_budget_tokens:
         raise ValueError(f"a sequence of {need} tokens does not fit the KV cache of {kv_budget_tokens} tokens")
 
-# %% ../../nbs/25_engine.ipynb #099f3671
+# %% ../../nbs/25_engine.ipynb #b206fad6
 def check_engine_options(block_size, max_num_seqs, max_num_batched_tokens, num_kv_blocks, quantization,
                          kv_cache_dtype, tensor_parallel_size) -> None:
     "Raise ValueError naming the first invalid engine option."
@@ -107,7 +107,7 @@ def check_engine_options(block_size, max_num_seqs, max_num_batched_tokens, num_k
         if value != ok:
             raise ValueError(f"{name}={value!r} is not supported yet (supported: {ok!r})")
 
-# %% ../../nbs/25_engine.ipynb #463e7f29
+# %% ../../nbs/25_engine.ipynb #f1674f1b
 class LLMEngine:
     "Continuous batching over a paged KV cache: `add_request`, `step`, `abort` [kwon2023efficient, Sec. 4]."
 
@@ -139,7 +139,7 @@ class LLMEngine:
         self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "requests_finished": 0, "steps": 0}
         self._next_seq_id = 0
 
-# %% ../../nbs/25_engine.ipynb #186edccc
+# %% ../../nbs/25_engine.ipynb #1ea77494
 def add_request(self: LLMEngine, request_id: str, prompt, params: SamplingParams | None = None,
                 prompt_text: str | None = None) -> tuple[str | None, list[int]]:
     "Check a request (ValueError if it cannot run) and queue it for the next step; returns (text, token ids)."
@@ -176,7 +176,7 @@ def _drain_inbox(self: LLMEngine) -> None:
 
 LLMEngine.add_request, LLMEngine.abort, LLMEngine._drain_inbox = add_request, abort, _drain_inbox
 
-# %% ../../nbs/25_engine.ipynb #628a465a
+# %% ../../nbs/25_engine.ipynb #70571e6e
 def step(self: LLMEngine) -> list[StreamOutput]:
     "One engine step: drain the inbox, schedule, run one packed forward, postprocess."
     self._drain_inbox()
@@ -221,7 +221,7 @@ def _may_retire(self: LLMEngine, request_id: str) -> None:
 
 LLMEngine.step, LLMEngine._stream_output, LLMEngine._may_retire = step, _stream_output, _may_retire
 
-# %% ../../nbs/25_engine.ipynb #5097093e
+# %% ../../nbs/25_engine.ipynb #5bbca6d1
 def stats(self: LLMEngine) -> dict:
     "Engine counters and gauges: requests, blocks, prefix cache, preemptions, tokens."
     bm = self.block_manager
@@ -249,7 +249,7 @@ def request_output(self: LLMEngine, request_id: str) -> "RequestOutput":
 LLMEngine.stats, LLMEngine.has_unfinished_requests = stats, has_unfinished_requests
 LLMEngine.request_output = request_output
 
-# %% ../../nbs/25_engine.ipynb #83445ce0
+# %% ../../nbs/25_engine.ipynb #b6699822
 @torch.no_grad()
 def prompt_logits(self: LLMEngine, token_ids: list[int]) -> torch.Tensor:
     "fp32 logits [len, V] of one full-prompt forward through the paged cache (engine must have room)."
@@ -267,7 +267,7 @@ def prompt_logits(self: LLMEngine, token_ids: list[int]) -> torch.Tensor:
 
 LLMEngine.prompt_logits = prompt_logits
 
-# %% ../../nbs/25_engine.ipynb #9f607414
+# %% ../../nbs/25_engine.ipynb #374d45c5
 _END = object()
 
 
@@ -294,7 +294,7 @@ class RequestStream:
             self.done = True
             self.thread.abort(self.request_id)
 
-# %% ../../nbs/25_engine.ipynb #998864aa
+# %% ../../nbs/25_engine.ipynb #56f5b35f
 class EngineThread:
     "Runs an LLMEngine on its own thread; `submit` returns an async stream per request, `abort` stops one."
 
@@ -354,7 +354,7 @@ class EngineThread:
         self._wake.set()
         self._thread.join(timeout=10)
 
-# %% ../../nbs/25_engine.ipynb #26301545
+# %% ../../nbs/25_engine.ipynb #40815756
 class LLM:
     "vLLM-style offline entry point: `LLM(model).generate(prompts, SamplingParams(...))`."
 
