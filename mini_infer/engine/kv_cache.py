@@ -85,7 +85,7 @@ class BlockManager:
 # %% ../../nbs/20_paged_kv.ipynb #0b50343b
 def kv_bytes_per_token(model: torch.nn.Module, dtype: torch.dtype) -> int:
     "Bytes one token occupies in the KV cache, summed over every attention layer's streams."
-    return sum(spec.bytes_per_token(dtype) for m in model.modules() if isinstance(m, Attention)
+    return sum(spec.bytes_per_token(dtype) for m in model.modules() if hasattr(m, "kv_streams")
                for spec in m.kv_streams().values())
 
 # %% ../../nbs/20_paged_kv.ipynb #6ee193f6

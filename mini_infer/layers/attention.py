@@ -137,7 +137,7 @@ def bind_kv_cache(model: nn.Module, num_blocks: int, block_size: int, dtype: tor
         raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must both be positive")
     total = 0
     for layer in model.modules():
-        if isinstance(layer, Attention):
+        if hasattr(layer, "kv_streams"):                 # Attention, or any layer declaring its own streams (MLA)
             layer.kv_cache = {name: torch.zeros(num_blocks, block_size, *spec.shape, dtype=spec.dtype or dtype,
                                                 device=device) for name, spec in layer.kv_streams().items()}
             total += sum(t.numel() * t.element_size() for t in layer.kv_cache.values())
