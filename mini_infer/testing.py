@@ -58,6 +58,8 @@ _TINY_FAMILIES = {
                   attention_bias=False, use_sliding_window=False, sliding_window=None),
     "mistral": dict(architectures=["MistralForCausalLM"], model_type="mistral", rope_theta=10000.0,
                     sliding_window=16),
+    "mixtral": dict(architectures=["MixtralForCausalLM"], model_type="mixtral", rope_theta=1000000.0,
+                    sliding_window=None, num_local_experts=4, num_experts_per_tok=2),
     # MLA has no KV heads: transformers' DeepSeek classes need num_key_value_heads == num_attention_heads.
     # Dimensions all differ (nope 16, rope 8, v 12, latent 32) so that a mixed-up split fails loudly.
     "deepseek_v2": dict(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2", rope_theta=10000.0,

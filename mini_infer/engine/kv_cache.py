@@ -90,11 +90,11 @@ def kv_bytes_per_token(model: torch.nn.Module, dtype: torch.dtype) -> int:
 
 # %% ../../nbs/20_paged_kv.ipynb #6ee193f6
 def num_kv_blocks_for_memory(bytes_per_token: int, block_size: int, device, max_blocks: int | None = None) -> int:
-    "Blocks the memory rule allows (90% of free GPU memory; on the CPU min(RAM / 5, 4 GiB)), at most `max_blocks`."
+    "Blocks the memory rule allows (90% of free GPU memory; on the CPU min(RAM / 10, 2 GiB)), at most `max_blocks`."
     if torch.device(device).type == "cuda":
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         budget = int(0.9 * free)
     else:
-        budget = min(4 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 5)
+        budget = min(2 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 10)
     blocks = max(1, budget // (bytes_per_token * block_size))
     return blocks if max_blocks is None else min(blocks, max_blocks)

@@ -37,25 +37,37 @@ def decode_chunk_size(max_keys: int, bytes_per_key: int, budget: int = 4 << 20) 
     return max(1, budget // max(1, max_keys * bytes_per_key))
 
 # %% ../../nbs/21_paged_attention.ipynb #a6b62ca9
+def _gather_plan(md: AttentionMetadata, seq_ids: tuple, n: int, sliding_window: int | None, dev) -> tuple:
+    "(block ids [B*nb], keys read S, slots to zero or None, allowed mask [B, n, S]) for these sequences, memoised per step."
+    key = ("paged_gather", seq_ids, n, sliding_window)
+    if key in md.scratch:
+        return md.scratch[key]
+    p = md.block_size
+    lens = [md.seq_lens_cpu[i] for i in seq_ids]
+    first, last = kv_block_range(lens, n, p, sliding_window)
+    block_ids = paged_block_ids(md.block_tables[list(seq_ids)], first, last).flatten()  # [B * nb]
+    spans = [length - f * p for length, f in zip(lens, first)]                          # keys each row reads
+    seq_lens = torch.tensor(lens, device=dev)[:, None]                                   # [B, 1]
+    k_pos = torch.tensor(first, device=dev)[:, None] * p + torch.arange(max(spans), device=dev)  # [B, S]
+    zero = (k_pos >= seq_lens) if min(spans) < max(spans) else None                     # padding slots
+    q_pos = seq_lens - n + torch.arange(n, device=dev)                                   # [B, n]
+    allowed = k_pos[:, None, :] <= q_pos[:, :, None]                                     # [B, n, S] causal
+    if sliding_window is not None:
+        allowed &= k_pos[:, None, :] > q_pos[:, :, None] - sliding_window                # [jiang2023mistral]
+    md.scratch[key] = (block_ids, max(spans), zero, allowed)
+    return md.scratch[key]
+
+# %% ../../nbs/21_paged_attention.ipynb #83e28b7d
 def paged_attention_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
                           seq_ids: list[int], scale: float, sliding_window: int | None = None) -> torch.Tensor:
     "Eq. 1 for the last n queries q [B, n, H, D] of sequences `seq_ids`, K/V gathered by block [kwon2023efficient]."
     b, n, h, d = q.shape
-    p, hkv, dev = md.block_size, k_cache.shape[2], q.device
-    lens = [md.seq_lens_cpu[i] for i in seq_ids]
-    first, last = kv_block_range(lens, n, p, sliding_window)
-    block_ids = paged_block_ids(md.block_tables[seq_ids], first, last).flatten()         # [B * nb]
-    spans = [length - f * p for length, f in zip(lens, first)]                         # keys each row reads
-    k = k_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, : max(spans)]        # [B, S, Hkv, D]
-    v = v_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, : max(spans)]        # [B, S, Hkv, D]
-    seq_lens = torch.tensor(lens, device=dev)[:, None]                                  # [B, 1]
-    k_pos = torch.tensor(first, device=dev)[:, None] * p + torch.arange(k.shape[1], device=dev)  # [B, S]
-    tail = min(spans)
-    v[:, tail:][k_pos[:, tail:] >= seq_lens] = 0.0                      # unwritten slots may hold NaN
-    q_pos = seq_lens - n + torch.arange(n, device=dev)                                  # [B, n]
-    allowed = k_pos[:, None, :] <= q_pos[:, :, None]                                    # [B, n, S] causal
-    if sliding_window is not None:
-        allowed &= k_pos[:, None, :] > q_pos[:, :, None] - sliding_window               # [jiang2023mistral]
+    hkv = k_cache.shape[2]
+    block_ids, span, zero, allowed = _gather_plan(md, tuple(seq_ids), n, sliding_window, q.device)
+    k = k_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, :span]               # [B, S, Hkv, D]
+    v = v_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, :span]               # [B, S, Hkv, D]
+    if zero is not None:
+        v[zero] = 0.0                                                   # unwritten slots may hold NaN
     q_g = q.view(b, n, hkv, h // hkv, d).permute(0, 2, 3, 1, 4).reshape(b, hkv, -1, d)  # [B, Hkv, G*n, D]
     scores = torch.stack([q_g[:, j] @ k[:, :, j].transpose(1, 2) for j in range(hkv)], 1) * scale  # Eq. 1
     scores = scores.view(b, hkv, -1, n, k.shape[1])                                     # [B, Hkv, G, n, S]
@@ -82,21 +94,29 @@ def check_attention_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         raise ValueError(f"sliding_window={sliding_window} must be at least 1 (a token sees itself)")
 
 # %% ../../nbs/21_paged_attention.ipynb #553b96cb
+def _decode_chunks(md: AttentionMetadata, sliding_window: int | None, bytes_per_key: int, dev) -> list:
+    "[(sequence ids, their packed rows)] of the decoding sequences, shortest first, in cache-sized chunks; memoised per step."
+    key = ("paged_decode_chunks", sliding_window, bytes_per_key)
+    if key not in md.scratch:
+        cu, lens = md.cu_seqlens_q_cpu, md.seq_lens_cpu
+        decode = sorted((i for i in range(md.num_seqs) if cu[i + 1] - cu[i] == 1), key=lens.__getitem__)
+        max_keys = max((lens[i] for i in decode), default=1)
+        if sliding_window is not None:
+            max_keys = min(max_keys, sliding_window + md.block_size)
+        chunk = decode_chunk_size(max_keys, bytes_per_key)
+        md.scratch[key] = [(ids, torch.tensor([cu[i] for i in ids], device=dev))
+                           for ids in (decode[s : s + chunk] for s in range(0, len(decode), chunk))]
+    return md.scratch[key]
+
+# %% ../../nbs/21_paged_attention.ipynb #2957b6f0
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
                     scale: float, sliding_window: int | None = None, *, out: torch.Tensor | None = None
                     ) -> torch.Tensor:
     "Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], batched over sequences (Eq. 1) [kwon2023efficient]."
     check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
     out = torch.empty_like(q) if out is None else out
-    cu, lens = md.cu_seqlens_q_cpu, md.seq_lens_cpu
-    decode = sorted((i for i in range(md.num_seqs) if cu[i + 1] - cu[i] == 1), key=lens.__getitem__)
-    max_keys = max((lens[i] for i in decode), default=1)
-    if sliding_window is not None:
-        max_keys = min(max_keys, sliding_window + md.block_size)
-    chunk = decode_chunk_size(max_keys, 2 * k_cache[0, 0].nbytes)
-    for start in range(0, len(decode), chunk):
-        seq_ids = decode[start : start + chunk]
-        rows = torch.tensor([cu[i] for i in seq_ids], device=q.device)
+    cu = md.cu_seqlens_q_cpu
+    for seq_ids, rows in _decode_chunks(md, sliding_window, 2 * k_cache[0, 0].nbytes, q.device):
         out[rows] = paged_attention_group(q[rows, None], k_cache, v_cache, md, seq_ids, scale, sliding_window)[:, 0]
     for i in range(md.num_seqs):
         if cu[i + 1] - cu[i] > 1:                                    # a prefill chunk: one sequence at a time

@@ -42,6 +42,7 @@ class AttentionMetadata:
     block_size: int                     # P: tokens per block
     cu_seqlens_q_cpu: list[int] = field(default_factory=list)   # host copies, no device sync per layer
     seq_lens_cpu: list[int] = field(default_factory=list)
+    scratch: dict = field(default_factory=dict, repr=False)     # a backend's per-step work, shared by all layers
 
     @property
     def num_seqs(self) -> int: return len(self.seq_lens_cpu)

@@ -179,7 +179,7 @@ def mla_rope_style(config: dict) -> str:
         return "complex"
     return "interleave" if config.get("rope_interleave", True) else "neox"
 
-
+# %% ../../nbs/31_mla.ipynb #e36aa417
 def mla_from_config(config: dict, rope_parameters: dict, rotary_emb: MLARotaryEmbedding | None = None,
                     tp_rank: int = 0, tp_size: int = 1, tp_group=None) -> MLA:
     "An `MLA` layer from a DeepSeek `config.json` dict (rope parameters standardized) [deepseekai2024v2]."

@@ -108,6 +108,9 @@ MODEL_REGISTRY = {
     "Qwen2ForCausalLM": ("mini_infer.models.llama", "LlamaForCausalLM"),
     "Qwen3ForCausalLM": ("mini_infer.models.llama", "LlamaForCausalLM"),
     "MistralForCausalLM": ("mini_infer.models.llama", "LlamaForCausalLM"),
+    "MixtralForCausalLM": ("mini_infer.models.mixtral", "MixtralForCausalLM"),
+    "DeepseekV2ForCausalLM": ("mini_infer.models.deepseek", "DeepseekV2ForCausalLM"),
+    "DeepseekV3ForCausalLM": ("mini_infer.models.deepseek", "DeepseekV3ForCausalLM"),   # also Kimi-K2
 }
 
 
