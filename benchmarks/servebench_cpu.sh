@@ -15,4 +15,4 @@ for _ in $(seq 120); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && b
 $BIN/servebench run --url "http://127.0.0.1:$PORT/v1" --model SmolLM2-135M-Instruct --concurrency 1,4,16 \
   --input-len 128 --output-len 32 --endpoint completions --ignore-eos --temperature 0 --seed 0 --no-gpu \
   --num-requests 32 --warmup 2 --label mini_infer-cpu --out "$OUT.json" 2>&1 | tee "$OUT.txt"
-$BIN/servebench report "$OUT.json" --md "$OUT.md" > /dev/null 2>&1 || true
+$BIN/servebench report "$OUT.json" --out "$OUT.md"

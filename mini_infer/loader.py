@@ -42,5 +42,8 @@ def load_model(model=None, dtype=torch.float32, device="cpu"):
     else:
         raise ValueError(f"{path} is neither a checkpoint directory nor a .gguf file")
     net = get_model_class(config.architecture)(config)
-    load_weights(net, weights)
+    if hasattr(net, "load_weights"):
+        net.load_weights(weights)          # a family with its own rules (e.g. DeepSeek skips multi-token prediction)
+    else:
+        load_weights(net, weights)
     return config, net.to(device=device, dtype=dtype).eval(), tokenizer

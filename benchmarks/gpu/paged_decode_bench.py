@@ -1,0 +1,193 @@
+"""Triton paged-attention decode on one GPU: correctness against reference_attention, then achieved bandwidth.
+
+Run from the repository root on a CUDA machine (about 2 minutes on an H200):
+    python benchmarks/gpu/paged_decode_bench.py [--quick] [--sweep] [--out benchmarks/results]
+Prints the tables and writes <out>/<gpu>_paged_decode_<date>.json (every run of the day is kept). Exits with 1 when a
+correctness bound is missed. Needs only torch and triton (the chapter nbs/21a_triton_paged_attention.ipynb has the
+same checks as `#| cuda` cells).
+"""
+import argparse
+import datetime
+import json
+import platform
+import re
+import sys
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+# mini_infer/__init__.py imports the whole engine (gguf, jinja2, tokenizers), which a bare GPU image may lack. The
+# kernels need none of it: register the package without running its __init__, then import the modules directly.
+if "mini_infer" not in sys.modules:
+    _pkg = types.ModuleType("mini_infer")
+    _pkg.__path__ = [str(ROOT / "mini_infer")]
+    sys.modules["mini_infer"] = _pkg
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+from mini_infer.kernels.triton_paged_attention import num_decode_splits, paged_decode, triton_paged_attention  # noqa: E402
+from mini_infer.layers.attention import build_metadata, reference_attention  # noqa: E402
+
+MODELS = {"Qwen2.5-7B": (28, 4, 128), "Qwen2.5-0.5B": (14, 2, 64)}       # H, Hkv, D
+P = 16
+
+
+def make_batch(lens, H, Hkv, D, dtype, seed=0, spare=4):
+    "q [B, H, D] and paged caches [N, P, Hkv, D] with scattered blocks; every unwritten slot holds NaN."
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    nbs = [-(-n // P) for n in lens]
+    perm = torch.randperm(sum(nbs) + spare, generator=g, device="cuda").tolist()
+    tables = [perm[sum(nbs[:i]):sum(nbs[:i + 1])] for i in range(len(lens))]
+    caches = []
+    for _ in range(2):
+        c = torch.randn(len(perm), P, Hkv, D, generator=g, device="cuda").to(dtype)
+        c[perm[sum(nbs):]] = float("nan")                                 # free blocks
+        for n, t in zip(lens, tables):
+            c[t[-1], (n - 1) % P + 1:] = float("nan")                     # the unwritten end of each last block
+        caches.append(c)
+    q = torch.randn(len(lens), H, D, generator=g, device="cuda").to(dtype)
+    return q, caches[0], caches[1], build_metadata([1] * len(lens), lens, tables, P, device="cuda")
+
+
+def random_lens(B, ctx, seed=0):
+    "B context lengths in ctx/2..ctx, the first one exactly ctx."
+    g = torch.Generator().manual_seed(seed)
+    return [ctx] + torch.randint(ctx // 2, ctx + 1, (B - 1,), generator=g).tolist()
+
+
+def check(quick: bool) -> list[dict]:
+    "Kernel against the fp32 reference on the same inputs: fp32 within 1e-5, bf16 within 2e-3 + 2^-8 |ref|."
+    cases = [(1, 8192, None), (4, 4096, None), (16, 2048, None), (64, 1024, None), (256, 512, None), (16, 4096, 1024)]
+    if quick:
+        cases = cases[:1] + cases[-2:]
+    rows = []
+    for name, (H, Hkv, D) in MODELS.items():
+        for B, ctx, window in cases:
+            for dtype in (torch.float32, torch.bfloat16):
+                q, kc, vc, md = make_batch(random_lens(B, ctx), H, Hkv, D, dtype)
+                ref = reference_attention(q.float(), kc.float(), vc.float(), md, D ** -0.5, window)
+                got = triton_paged_attention(q, kc, vc, md, D ** -0.5, window).float()
+                err = (got - ref).abs()
+                row = dict(model=name, B=B, ctx=ctx, window=window, dtype=str(dtype).split(".")[1],
+                           max_diff=err.max().item(), nan=bool(got.isnan().any()))
+                if dtype == torch.float32:
+                    row["ok"] = not row["nan"] and row["max_diff"] <= 1e-5
+                else:
+                    row["ok"] = not row["nan"] and bool((err <= 2e-3 + 2 ** -8 * ref.abs()).all())
+                    row["correctly_rounded"] = (got == ref.to(dtype).float()).float().mean().item()
+                    one = torch.empty_like(q)
+                    seq_ids = torch.arange(B, dtype=torch.int32, device="cuda")
+                    splits = num_decode_splits(B, Hkv, min(ctx, window or ctx), torch.cuda.get_device_properties(0).multi_processor_count)
+                    paged_decode(q, kc, vc, md, seq_ids, D ** -0.5, window, one, splits, split_p=False)
+                    row["max_diff_p_rounded_once"] = (one.float() - ref).abs().max().item()
+                rows.append(row)
+                del q, kc, vc, md, ref, got
+    return rows
+
+
+def copy_bandwidth() -> float:
+    "Device-to-device copy of 1 GiB, GB/s counting read + write (median of do_bench)."
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * src.numel() / do_bench(lambda: dst.copy_(src), return_mode="median") / 1e6
+
+
+def timing(copy_bw: float, quick: bool) -> list[dict]:
+    "Median time of one decode call (bf16, uniform contexts) and the K/V bandwidth it achieves."
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    batches, ctxs = ([1, 64, 256], [512, 8192]) if quick else ([1, 4, 16, 64, 256], [512, 2048, 8192])
+    rows = []
+    for name, (H, Hkv, D) in MODELS.items():
+        for B in batches:
+            for ctx in ctxs:
+                q, kc, vc, md = make_batch([ctx] * B, H, Hkv, D, torch.bfloat16)
+                ms = do_bench(lambda: triton_paged_attention(q, kc, vc, md, D ** -0.5), return_mode="median")
+                kv_bytes = 2 * B * ctx * Hkv * D * 2
+                k = kc.new_empty(B, Hkv, ctx, D).normal_()                     # a contiguous cache for SDPA
+                qs = q[:, :, None]                                             # [B, H, 1, D]
+                sdpa = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(qs, k, k, enable_gqa=True),
+                                return_mode="median")
+                rows.append(dict(model=name, B=B, ctx=ctx, splits=num_decode_splits(B, Hkv, ctx, sms), us=ms * 1e3,
+                                 gb_s=kv_bytes / ms / 1e6, of_copy=kv_bytes / ms / 1e6 / copy_bw,
+                                 sdpa_dense_us=sdpa * 1e3))
+                del q, kc, vc, md, k
+    return rows
+
+
+def sweep() -> list[dict]:
+    "Time of paged_decode for every number of splits, tile size and p rounding at a few shapes (to set the defaults)."
+    rows = []
+    for name, B, ctx in [("Qwen2.5-7B", 1, 8192), ("Qwen2.5-7B", 4, 8192), ("Qwen2.5-7B", 16, 2048),
+                         ("Qwen2.5-7B", 64, 2048), ("Qwen2.5-0.5B", 1, 8192), ("Qwen2.5-0.5B", 256, 512)]:
+        H, Hkv, D = MODELS[name]
+        q, kc, vc, md = make_batch([ctx] * B, H, Hkv, D, torch.bfloat16)
+        out, seq_ids = torch.empty_like(q), torch.arange(B, dtype=torch.int32, device="cuda")
+        for block_n in (32, 64, 128):
+            for splits in (1, 2, 4, 8, 16, 32, 64):
+                for split_p in (True, False):
+                    if splits * 256 > ctx and splits > 1 or (not split_p and block_n != 64):
+                        continue
+                    ms = do_bench(lambda: paged_decode(q, kc, vc, md, seq_ids, D ** -0.5, None, out, splits, block_n,
+                                                       split_p), return_mode="median", rep=40)
+                    rows.append(dict(model=name, B=B, ctx=ctx, block_n=block_n, splits=splits, split_p=split_p,
+                                     us=ms * 1e3, gb_s=2 * B * ctx * Hkv * D * 2 / ms / 1e6))
+        del q, kc, vc, md
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    "A fixed-width text table of a list of dicts."
+    if not rows:
+        return
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    fmt = lambda v: f"{v:.2e}" if isinstance(v, float) and abs(v) < 0.01 and v else (
+        f"{v:,.2f}" if isinstance(v, float) else str(v))
+    cells = [keys] + [[fmt(r.get(k, "")) for k in keys] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(keys))]
+    for j, c in enumerate(cells):
+        print("  ".join(x.rjust(w) for x, w in zip(c, widths)))
+        if j == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer shapes")
+    p.add_argument("--sweep", action="store_true", help="also time every splits x tile size at a few shapes")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="folder of the JSON file")
+    a = p.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("paged_decode_bench needs a CUDA GPU")
+    gpu = torch.cuda.get_device_name()
+    env = f"python {platform.python_version()}, torch {torch.__version__}, triton {triton.__version__}, {gpu}"
+    print(env)
+    run = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "env": env}
+    run["correctness"] = check(a.quick)
+    print("\ncorrectness (fp32 bound 1e-5; bf16 bound 2e-3 + 2^-8 |ref|, against fp32 on the same bf16 inputs)")
+    print_table(run["correctness"])
+    run["copy_gb_s"] = copy_bandwidth()
+    print(f"\ndevice copy bandwidth (read + write): {run['copy_gb_s']:,.0f} GB/s")
+    run["timing"] = timing(run["copy_gb_s"], a.quick)
+    print("\ndecode attention, bf16, P=16, one layer (us: median of do_bench; gb_s: K/V bytes read / time)")
+    print_table(run["timing"])
+    if a.sweep:
+        run["sweep"] = sweep()
+        print("\nsweep of paged_decode (bf16)")
+        print_table(run["sweep"])
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    path = out / f"{slug}_paged_decode_{datetime.date.today().isoformat()}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"benchmark": "paged_decode", "device": gpu, "runs": []}
+    data["runs"].append(run)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"\nwrote {path}")
+    if not all(r["ok"] for r in run["correctness"]):
+        raise SystemExit("a correctness bound was missed (see the table)")
+
+
+if __name__ == "__main__":
+    main()
