@@ -8,7 +8,7 @@ import io
 
 import torch
 
-from common import NUM_THREADS, print_table, save_run, setup
+from common import NUM_THREADS, cpu_share, noise_line, print_table, save_run, setup
 from mini_infer import LLM, SamplingParams
 from mini_infer.cli import decode_tokens_per_s, hf_peer
 
@@ -41,8 +41,10 @@ def main() -> None:
     print_table(["engine", "decode tok/s", "ms/token"],
                 [["mini_infer", ours, 1000 / ours], [f"transformers ({attn})", theirs, 1000 / theirs]])
     print(f"\nratio mini_infer / transformers: {ours / theirs:.2f}x")
-    path = save_run("decode", {"env": env, "threads": NUM_THREADS, "prompt_tokens": len(ids), "new_tokens": a.tokens,
-                               "repeats": a.repeats, "mini_infer_tok_s": ours, "hf_tok_s": theirs,
+    share = cpu_share()
+    print(noise_line(share))
+    path = save_run("decode", {"env": env, "threads": NUM_THREADS, **share, "prompt_tokens": len(ids),
+                               "new_tokens": a.tokens, "repeats": a.repeats, "mini_infer_tok_s": ours, "hf_tok_s": theirs,
                                "hf_attn": attn, "ratio": ours / theirs})
     print(f"wrote {path}")
 

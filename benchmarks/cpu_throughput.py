@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from common import NUM_THREADS, print_table, save_run, setup
+from common import NUM_THREADS, cpu_share, noise_line, print_table, save_run, setup
 from mini_infer import LLM, SamplingParams
 from mini_infer.cli import hf_peer
 
@@ -79,8 +79,10 @@ def main() -> None:
           f"{useful} requested counted)\n")
     print_table(["engine", "wall s", "output tok/s"], [["mini_infer", ours_s, ours_tps], ["transformers", hf_s, hf_tps]])
     print(f"\nratio mini_infer / transformers: {ours_tps / hf_tps:.2f}x; greedy outputs identical for {same}/{len(prompts)}")
+    share = cpu_share()
+    print(noise_line(share))
     path = save_run("throughput", {
-        "env": env, "threads": NUM_THREADS, "num_requests": a.num_requests, "seed": a.seed,
+        "env": env, "threads": NUM_THREADS, **share, "num_requests": a.num_requests, "seed": a.seed,
         "prompt_tokens": sum(map(len, prompts)), "output_tokens": useful, "hf_tokens_computed": hf_computed,
         "max_num_batched_tokens": a.max_num_batched_tokens, "hf_batch_size": a.hf_batch_size,
         "mini_infer_s": ours_s, "hf_s": hf_s, "mini_infer_tok_s": ours_tps, "hf_tok_s": hf_tps,

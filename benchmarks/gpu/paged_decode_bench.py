@@ -1,6 +1,6 @@
 """Triton paged-attention decode on one GPU: correctness against reference_attention, then achieved bandwidth.
 
-Run from the repository root on a CUDA machine (about 2 minutes on an H200):
+Run from the repository root on a CUDA machine (under 30 s on an H200, about 80 s with --sweep):
     python benchmarks/gpu/paged_decode_bench.py [--quick] [--sweep] [--out benchmarks/results]
 Prints the tables and writes <out>/<gpu>_paged_decode_<date>.json (every run of the day is kept). Exits with 1 when a
 correctness bound is missed. Needs only torch and triton (the chapter nbs/21a_triton_paged_attention.ipynb has the
@@ -28,7 +28,8 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
-from mini_infer.kernels.triton_paged_attention import num_decode_splits, paged_decode, triton_paged_attention  # noqa: E402
+from mini_infer.kernels.triton_paged_attention import (num_decode_splits, paged_decode,  # noqa: E402
+                                                       triton_paged_attention)
 from mini_infer.layers.attention import build_metadata, reference_attention  # noqa: E402
 
 MODELS = {"Qwen2.5-7B": (28, 4, 128), "Qwen2.5-0.5B": (14, 2, 64)}       # H, Hkv, D
@@ -80,7 +81,8 @@ def check(quick: bool) -> list[dict]:
                     row["correctly_rounded"] = (got == ref.to(dtype).float()).float().mean().item()
                     one = torch.empty_like(q)
                     seq_ids = torch.arange(B, dtype=torch.int32, device="cuda")
-                    splits = num_decode_splits(B, Hkv, min(ctx, window or ctx), torch.cuda.get_device_properties(0).multi_processor_count)
+                    sms = torch.cuda.get_device_properties(0).multi_processor_count
+                    splits = num_decode_splits(B, Hkv, min(ctx, window or ctx), sms)
                     paged_decode(q, kc, vc, md, seq_ids, D ** -0.5, window, one, splits, split_p=False)
                     row["max_diff_p_rounded_once"] = (one.float() - ref).abs().max().item()
                 rows.append(row)
@@ -95,46 +97,81 @@ def copy_bandwidth() -> float:
     return 2 * src.numel() / do_bench(lambda: dst.copy_(src), return_mode="median") / 1e6
 
 
+def graphed_us(calls) -> float:
+    "Median time of one of `calls` when all run in one CUDA graph (no host overhead), in microseconds."
+    for c in calls:
+        c()                                                                # compile and warm up outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    us = do_bench(g.replay, return_mode="median") * 1e3 / len(calls)
+    del g
+    return us
+
+
+def layer_caches(B, ctx, H, Hkv, D, dtype=torch.bfloat16):
+    "q, metadata and K/V pools [n, N, P, Hkv, D] of n 'layers', n large enough that the K/V of all exceed the L2."
+    q, kc, vc, md = make_batch([ctx] * B, H, Hkv, D, dtype)
+    n = min(256, max(4, -(-(512 << 20) // (2 * kc.numel() * kc.element_size()))))
+    k_pool = torch.randn(n, *kc.shape, device="cuda", dtype=dtype)
+    v_pool = torch.randn(n, *kc.shape, device="cuda", dtype=dtype)
+    return q, md, k_pool, v_pool
+
+
 def timing(copy_bw: float, quick: bool) -> list[dict]:
-    "Median time of one decode call (bf16, uniform contexts) and the K/V bandwidth it achieves."
+    """One decode call per layer (bf16, uniform contexts): eager time, and time inside a CUDA graph of n layers with
+    distinct caches (as in a real step), with the K/V bandwidth that reaches; dense SDPA on unpaged K/V beside it."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     batches, ctxs = ([1, 64, 256], [512, 8192]) if quick else ([1, 4, 16, 64, 256], [512, 2048, 8192])
     rows = []
     for name, (H, Hkv, D) in MODELS.items():
         for B in batches:
             for ctx in ctxs:
-                q, kc, vc, md = make_batch([ctx] * B, H, Hkv, D, torch.bfloat16)
-                ms = do_bench(lambda: triton_paged_attention(q, kc, vc, md, D ** -0.5), return_mode="median")
+                q, md, k_pool, v_pool = layer_caches(B, ctx, H, Hkv, D)
+                scale = D ** -0.5
+                eager = do_bench(lambda: triton_paged_attention(q, k_pool[0], v_pool[0], md, scale),
+                                 return_mode="median") * 1e3
+                us = graphed_us([lambda i=i: triton_paged_attention(q, k_pool[i], v_pool[i], md, scale)
+                                 for i in range(len(k_pool))])
+                n = len(k_pool)
+                del k_pool, v_pool
                 kv_bytes = 2 * B * ctx * Hkv * D * 2
-                k = kc.new_empty(B, Hkv, ctx, D).normal_()                     # a contiguous cache for SDPA
-                qs = q[:, :, None]                                             # [B, H, 1, D]
-                sdpa = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(qs, k, k, enable_gqa=True),
-                                return_mode="median")
-                rows.append(dict(model=name, B=B, ctx=ctx, splits=num_decode_splits(B, Hkv, ctx, sms), us=ms * 1e3,
-                                 gb_s=kv_bytes / ms / 1e6, of_copy=kv_bytes / ms / 1e6 / copy_bw,
-                                 sdpa_dense_us=sdpa * 1e3))
-                del q, kc, vc, md, k
+                k_dense = torch.randn(n, B, Hkv, ctx, D, device="cuda", dtype=torch.bfloat16)
+                v_dense = torch.randn(n, B, Hkv, ctx, D, device="cuda", dtype=torch.bfloat16)
+                qs = q[:, :, None]                                          # [B, H, 1, D]
+                sdpa = graphed_us([lambda i=i: torch.nn.functional.scaled_dot_product_attention(
+                    qs, k_dense[i], v_dense[i], enable_gqa=True) for i in range(n)])
+                del k_dense, v_dense
+                rows.append(dict(model=name, B=B, ctx=ctx, splits=num_decode_splits(B, Hkv, ctx, sms),
+                                 eager_us=eager, graph_us=us, gb_s=kv_bytes / us / 1e3,
+                                 of_copy=kv_bytes / us / 1e3 / copy_bw, sdpa_dense_us=sdpa))
     return rows
 
 
 def sweep() -> list[dict]:
-    "Time of paged_decode for every number of splits, tile size and p rounding at a few shapes (to set the defaults)."
+    "Graphed time of paged_decode around the defaults (the split rule, 128-key tiles, 3 stages) at a few shapes."
     rows = []
-    for name, B, ctx in [("Qwen2.5-7B", 1, 8192), ("Qwen2.5-7B", 4, 8192), ("Qwen2.5-7B", 16, 2048),
-                         ("Qwen2.5-7B", 64, 2048), ("Qwen2.5-0.5B", 1, 8192), ("Qwen2.5-0.5B", 256, 512)]:
+    shapes = [("Qwen2.5-7B", 1, 8192), ("Qwen2.5-7B", 4, 8192), ("Qwen2.5-7B", 16, 2048), ("Qwen2.5-7B", 64, 2048),
+              ("Qwen2.5-7B", 256, 2048), ("Qwen2.5-0.5B", 1, 8192), ("Qwen2.5-0.5B", 16, 2048),
+              ("Qwen2.5-0.5B", 64, 512), ("Qwen2.5-0.5B", 256, 512)]
+    for name, B, ctx in shapes:
         H, Hkv, D = MODELS[name]
-        q, kc, vc, md = make_batch([ctx] * B, H, Hkv, D, torch.bfloat16)
+        q, md, k_pool, v_pool = layer_caches(B, ctx, H, Hkv, D)
         out, seq_ids = torch.empty_like(q), torch.arange(B, dtype=torch.int32, device="cuda")
-        for block_n in (32, 64, 128):
-            for splits in (1, 2, 4, 8, 16, 32, 64):
-                for split_p in (True, False):
-                    if splits * 256 > ctx and splits > 1 or (not split_p and block_n != 64):
-                        continue
-                    ms = do_bench(lambda: paged_decode(q, kc, vc, md, seq_ids, D ** -0.5, None, out, splits, block_n,
-                                                       split_p), return_mode="median", rep=40)
-                    rows.append(dict(model=name, B=B, ctx=ctx, block_n=block_n, splits=splits, split_p=split_p,
-                                     us=ms * 1e3, gb_s=2 * B * ctx * Hkv * D * 2 / ms / 1e6))
-        del q, kc, vc, md
+        rule = num_decode_splits(B, Hkv, ctx, torch.cuda.get_device_properties(0).multi_processor_count)
+        configs = [dict(num_splits=s) for s in (1, 2, 4, 8, 16, 32, 64) if s == 1 or s * 128 <= ctx]
+        configs += [dict(split_p=False)] + [dict(block_n=bn, num_stages=st, num_warps=w) for bn in (64, 128)
+                                            for st in (2, 3) for w in (4, 8)]
+        for cfg in configs:
+            kw = dict(num_splits=rule, block_n=128, split_p=True, num_warps=4, num_stages=3) | cfg
+            us = graphed_us([lambda i=i: paged_decode(q, k_pool[i], v_pool[i], md, seq_ids, D ** -0.5, None, out, **kw)
+                             for i in range(len(k_pool))])
+            rows.append(dict(model=name, B=B, ctx=ctx, **kw, us=us, gb_s=2 * B * ctx * Hkv * D * 2 / us / 1e3))
+        best = min(rows[-len(configs):], key=lambda r: r["us"])
+        print("sweep best:", best, flush=True)
+        del q, md, k_pool, v_pool
     return rows
 
 
@@ -171,7 +208,8 @@ def main() -> None:
     run["copy_gb_s"] = copy_bandwidth()
     print(f"\ndevice copy bandwidth (read + write): {run['copy_gb_s']:,.0f} GB/s")
     run["timing"] = timing(run["copy_gb_s"], a.quick)
-    print("\ndecode attention, bf16, P=16, one layer (us: median of do_bench; gb_s: K/V bytes read / time)")
+    print("\ndecode attention, bf16, P=16, per layer (graph_us: median of do_bench over a CUDA graph of n layers with "
+          "distinct caches; gb_s: K/V bytes read / graph_us; eager_us: one call without a graph)")
     print_table(run["timing"])
     if a.sweep:
         run["sweep"] = sweep()

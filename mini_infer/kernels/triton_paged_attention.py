@@ -23,7 +23,7 @@ def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_l
                         BLOCK_SIZE: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
                         BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr, SPLIT_P: tl.constexpr,
                         IS_SPLIT: tl.constexpr):
-    "Decode attention of one (sequence, KV head, context split) over paged K/V [kwon2023efficient, dao2022flashattention]."
+    "Decode attention of one (sequence, KV head, split) over paged K/V [kwon2023efficient, dao2022flashattention]."
     i, kv_head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     num_splits = tl.num_programs(2)
     seq = tl.load(seq_ids_ptr + i)
@@ -80,7 +80,7 @@ def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_l
 def paged_decode_combine_kernel(part_out_ptr, part_m_ptr, part_l_ptr, out_ptr, seq_ids_ptr, cu_seqlens_q_ptr,
                                 num_splits, stride_ot, stride_oh, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
                                 BLOCK_D: tl.constexpr):
-    "Merge the context splits of one (sequence, query head) by their softmax statistics [dao2022flashattention, Sec. 3.1]."
+    "Merge the splits of one (sequence, query head) by their softmax statistics [dao2022flashattention, Sec. 3.1]."
     i, h = tl.program_id(0), tl.program_id(1)
     row = tl.load(cu_seqlens_q_ptr + tl.load(seq_ids_ptr + i))
     offs_s, offs_d = tl.arange(0, BLOCK_S), tl.arange(0, BLOCK_D)
@@ -96,17 +96,19 @@ def paged_decode_combine_kernel(part_out_ptr, part_m_ptr, part_l_ptr, out_ptr, s
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #9f612c91
 def num_decode_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int,
-                      min_keys_per_split: int = 256, max_splits: int = 64) -> int:
+                      min_keys_per_split: int = 128, max_splits: int = 64) -> int:
     "Context splits per (sequence, KV head): enough programs to fill `num_sms` multiprocessors (Flash-Decoding)."
     programs = max(1, num_seqs * num_kv_heads)
-    want = -(-4 * num_sms // programs)                             # about four programs per multiprocessor
+    if programs >= num_sms:                                        # the batch fills the GPU: splitting only costs
+        return 1
+    want = -(-2 * num_sms // programs)                             # about two programs per multiprocessor
     return max(1, min(want, max_keys // min_keys_per_split, max_splits))
 
-# %% ../../nbs/21a_triton_paged_attention.ipynb #e19ea18f
+# %% ../../nbs/21a_triton_paged_attention.ipynb #be8c2d13
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
                  seq_ids: torch.Tensor, scale: float, sliding_window: int | None, out: torch.Tensor,
                  num_splits: int = 1, block_n: int = 64, split_p: bool = True, num_warps: int = 4,
-                 num_stages: int = 2) -> torch.Tensor:
+                 num_stages: int = 3) -> torch.Tensor:
     "Write the attention of the one-token sequences `seq_ids` into `out` [T, H, D] (split-K when num_splits > 1)."
     num_seqs, (_, h, d), (_, p, hkv, _) = seq_ids.numel(), q.shape, k_cache.shape
     if num_seqs == 0:
@@ -142,7 +144,7 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #6510844d
 def check_triton_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor,
                         interpreted: bool) -> None:
-    "Raise unless the tensors suit the Triton kernels: one float dtype, contiguous rows, a CUDA device or the interpreter."
+    "Raise unless the tensors suit the kernels: one float dtype, contiguous rows, CUDA or the interpreter."
     if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"triton_paged_attention supports float32, bfloat16 and float16, got {q.dtype}")
     if not q.dtype == k_cache.dtype == v_cache.dtype == out.dtype:
@@ -161,8 +163,9 @@ def check_triton_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
 # %% ../../nbs/21a_triton_paged_attention.ipynb #c08f6cf3
 def triton_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
                            scale: float, sliding_window: int | None = None, *, out: torch.Tensor | None = None,
-                           num_splits: int | None = None, block_n: int = 64) -> torch.Tensor:
-    "Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D]; decode rows in one Triton kernel [kwon2023efficient]."
+                           num_splits: int | None = None, block_n: int | None = None, split_p: bool = True
+                           ) -> torch.Tensor:
+    "Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], decode rows in Triton [kwon2023efficient]."
     check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
     out = torch.empty_like(q) if out is None else out
     check_triton_inputs(q, k_cache, v_cache, out, type(paged_decode_kernel).__name__ == "InterpretedFunction")
@@ -176,7 +179,8 @@ def triton_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         max_keys = min(max((lens[i] for i in decode), default=0), sliding_window or 1 << 62)
         num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 1
         num_splits = num_decode_splits(len(decode), k_cache.shape[2], max_keys, num_sms)
-    paged_decode(q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out, num_splits, block_n)
+    block_n = block_n or (128 if q.element_size() == 2 else 64)     # tiles of 32 KiB of K (D = 128)
+    paged_decode(q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out, num_splits, block_n, split_p)
     for i in range(md.num_seqs):
         if cu[i + 1] - cu[i] > 1:                                  # a prefill chunk: chapter 21's PyTorch path
             q_i = q[None, cu[i] : cu[i + 1]]                                              # [1, n, H, D]
