@@ -38,6 +38,7 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
+        self.watermark_blocks = max(1, block_manager.num_blocks // 100)     # kept free for running sequences
 
     def add(self, seq: Sequence) -> None:
         seq.status = SequenceStatus.WAITING
@@ -80,8 +81,10 @@ def schedule(self: Scheduler) -> SchedulerOutput:
         seq = self.waiting[0]
         if seq.num_computed_tokens == 0 and not seq.block_table:
             seq.num_cached_tokens = seq.num_computed_tokens = bm.get_computed_blocks(seq)
-        n = min(len(seq) - seq.num_computed_tokens, budget)
-        if not bm.allocate_slots(seq, n):
+        rest = len(seq) - seq.num_computed_tokens
+        n = min(rest, budget)
+        room = bm.num_free_blocks - bm.num_blocks_needed(seq, rest) >= self.watermark_blocks   # the whole prompt
+        if seq in out.preempted or not (room and bm.allocate_slots(seq, n)):
             bm.free(seq)                                                 # waiting sequences hold no blocks
             break                                                        # wait for blocks; never preempt for a newcomer
         self.waiting.popleft()
