@@ -8,6 +8,7 @@ __all__ = ['kv_block_range', 'paged_block_ids', 'decode_chunk_size', 'paged_atte
 
 # %% ../../nbs/21_paged_attention.ipynb #765b0c02
 import torch
+import torch.nn.functional as F
 
 from ..layers.attention import AttentionMetadata
 
@@ -68,6 +69,12 @@ def paged_attention_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
     v = v_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, :span]               # [B, S, Hkv, D]
     if zero is not None:
         v[zero] = 0.0                                                   # unwritten slots may hold NaN
+    if n == 1:                                    # decode: one fused SDPA call, grouped heads without copies
+        if zero is not None:
+            k[zero] = 0.0                             # SDPA adds its mask to the scores: NaN keys must go too
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           attn_mask=allowed[:, None], scale=scale, enable_gqa=True)  # [B, H, 1, D]
+        return o.transpose(1, 2)                                                         # [B, 1, H, D]
     q_g = q.view(b, n, hkv, h // hkv, d).permute(0, 2, 3, 1, 4).reshape(b, hkv, -1, d)  # [B, Hkv, G*n, D]
     scores = torch.stack([q_g[:, j] @ k[:, :, j].transpose(1, 2) for j in range(hkv)], 1) * scale  # Eq. 1
     scores = scores.view(b, hkv, -1, n, k.shape[1])                                     # [B, Hkv, G, n, S]
