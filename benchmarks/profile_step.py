@@ -76,12 +76,17 @@ def main() -> None:
         timed(owner, name, stage)
     for i, (pr, n) in enumerate(zip(prompts, output_lens)):
         e.add_request(str(i), pr, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True))
-    t, steps = time.perf_counter(), 0
+    t, split = time.perf_counter(), {"steps with prefill": [0, 0.0], "decode-only steps": [0, 0.0]}
     while e.has_unfinished_requests():
+        e._drain_inbox()
+        kind = ("steps with prefill" if e.scheduler.waiting or any(s.num_computed_tokens < s.num_prompt_tokens
+                                                                   for s in e.scheduler.running) else "decode-only steps")
+        t_step = time.perf_counter()
         e.step()
-        steps += 1
-    total = time.perf_counter() - t
-    STAGES["rest of step (postprocess, Python glue)"] = total - sum(STAGES.values())
+        split[kind][0] += 1
+        split[kind][1] += time.perf_counter() - t_step
+    total, steps = time.perf_counter() - t, sum(n for n, _ in split.values())
+    stages = {**STAGES, "rest of step (postprocess, Python glue)": total - sum(STAGES.values())}
     add_and_prefill(e, prompts, 24, "b32-")
     decode32 = profile_decode(e)
     while e.has_unfinished_requests():
@@ -92,8 +97,10 @@ def main() -> None:
         e.step()
     print(f"environment: {env} (torch.set_num_threads({NUM_THREADS}))")
     print(f"throughput workload stepped by hand: {steps} steps, {total:.1f} s; wall time per stage, summed over steps:")
-    for stage, s in sorted(STAGES.items(), key=lambda kv: -kv[1]):
+    for stage, s in sorted(stages.items(), key=lambda kv: -kv[1]):
         print(f"  {stage:42s} {s:7.2f} s  {100 * s / total:5.1f} %")
+    for kind, (n, s) in split.items():
+        print(f"  {kind:42s} {s:7.2f} s  {100 * s / total:5.1f} %  ({n} steps)")
     for d in (decode32, decode1):
         print(f"\ndecode step at batch {d['batch']}: {d['step_ms']:.1f} ms; top ops by self CPU time:")
         for o in d["top_ops"]:
@@ -101,7 +108,8 @@ def main() -> None:
     share = cpu_share()
     print(noise_line(share))
     path = save_run("profile", {"env": env, "threads": NUM_THREADS, **share, "steps": steps, "total_s": total,
-                                "max_num_batched_tokens": a.max_num_batched_tokens, "stages_s": STAGES,
+                                "max_num_batched_tokens": a.max_num_batched_tokens, "stages_s": stages,
+                                "split": {k: {"steps": n, "s": s} for k, (n, s) in split.items()},
                                 "decode_batch32": decode32, "decode_batch1": decode1})
     print(f"wrote {path}")
 

@@ -180,7 +180,7 @@ class Experts(nn.Module):
             if n:
                 rows = slice(start, start + n)                                   # expert e's pairs
                 y = F.linear(self.act_fn(F.linear(x[rows], w_gate[e])) * F.linear(x[rows], w_up[e]), w_down[e])
-                out.index_add_(0, token_ids[rows], (y * gates[rows, None]).to(out.dtype))
+                out[token_ids[rows]] += (y * gates[rows, None]).to(out.dtype)   # tokens are distinct per expert
             start += n
         return out
 
