@@ -1,4 +1,4 @@
-"""Where an engine step's time goes on the throughput workload: Python stages, then torch.profiler on decode steps.
+"""Where an engine step's time goes: the throughput workload's stages, then torch.profiler on decode and prefill steps.
 
 Run: .venv/bin/python benchmarks/profile_step.py [--max-num-batched-tokens 2048]
 """
@@ -7,12 +7,13 @@ import contextlib
 import io
 import time
 
+import torch
 from torch.profiler import ProfilerActivity, profile
 
 import mini_infer.engine.llm_engine as llm_engine
 import mini_infer.engine.model_runner as model_runner
 from common import NUM_THREADS, cpu_share, noise_line, save_run, setup
-from cpu_throughput import make_requests
+from cpu_throughput import NUM_SPECIAL_IDS, make_requests
 from mini_infer import LLM, SamplingParams
 
 STAGES = {}
@@ -45,6 +46,22 @@ def profile_decode(e, num_steps: int = 3) -> dict:
     return {"batch": len(e.scheduler.running), "step_ms": step_ms,
             "top_ops": [{"op": k.key, "share": k.self_cpu_time_total / total, "calls_per_step": k.count // num_steps}
                         for k in ops[:8]]}
+
+
+def profile_prefill(e, prompt: list[int]) -> dict:
+    "Wall seconds of one whole-prompt prefill step, and the top ops by self CPU time."
+    e.add_request("long", prompt, SamplingParams(temperature=0, max_tokens=1))
+    e._drain_inbox()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t = time.perf_counter()
+        e.step()
+        step_s = time.perf_counter() - t
+    while e.has_unfinished_requests():
+        e.step()
+    ops = sorted(prof.key_averages(), key=lambda k: -k.self_cpu_time_total)
+    total = sum(k.self_cpu_time_total for k in ops)
+    return {"prompt_tokens": len(prompt), "step_s": step_s,
+            "top_ops": [{"op": k.key, "share": k.self_cpu_time_total / total, "calls_per_step": k.count} for k in ops[:8]]}
 
 
 def add_and_prefill(e, prompts, max_tokens: int, tag: str) -> None:
@@ -95,6 +112,8 @@ def main() -> None:
     decode1 = profile_decode(e)
     while e.has_unfinished_requests():
         e.step()
+    g = torch.Generator().manual_seed(1)
+    prefill = profile_prefill(e, torch.randint(NUM_SPECIAL_IDS, llm.config.vocab_size, (2016,), generator=g).tolist())
     print(f"environment: {env} (torch.set_num_threads({NUM_THREADS}))")
     print(f"throughput workload stepped by hand: {steps} steps, {total:.1f} s; wall time per stage, summed over steps:")
     for stage, s in sorted(stages.items(), key=lambda kv: -kv[1]):
@@ -105,12 +124,16 @@ def main() -> None:
         print(f"\ndecode step at batch {d['batch']}: {d['step_ms']:.1f} ms; top ops by self CPU time:")
         for o in d["top_ops"]:
             print(f"  {o['op']:28s} {100 * o['share']:5.1f} %  {o['calls_per_step']:5d} calls/step")
+    print(f"\nprefill step of {prefill['prompt_tokens']} tokens: {prefill['step_s']:.2f} s; top ops by self CPU time:")
+    for o in prefill["top_ops"]:
+        print(f"  {o['op']:28s} {100 * o['share']:5.1f} %  {o['calls_per_step']:5d} calls/step")
     share = cpu_share()
     print(noise_line(share))
     path = save_run("profile", {"env": env, "threads": NUM_THREADS, **share, "steps": steps, "total_s": total,
                                 "max_num_batched_tokens": a.max_num_batched_tokens, "stages_s": stages,
                                 "split": {k: {"steps": n, "s": s} for k, (n, s) in split.items()},
-                                "decode_batch32": decode32, "decode_batch1": decode1})
+                                "decode_batch32": decode32, "decode_batch1": decode1,
+                                "prefill": prefill})
     print(f"wrote {path}")
 
 
