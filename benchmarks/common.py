@@ -40,9 +40,10 @@ def noise_line(share: dict) -> str:
 
 
 def commit() -> str:
-    "The checkout's commit, with `+dirty` when the working tree differs from it."
+    "The checkout's commit, with `+dirty` when the package's code (mini_infer/) differs from it."
     git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, cwd=RESULTS.parent).stdout.strip()
-    return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "mini_infer")
+    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
 
 
 def save_run(name: str, run: dict) -> Path:
