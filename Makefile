@@ -63,9 +63,9 @@ check-readme:
 
 nbdev-test: install
 	$(call timer,nbdev-test)
-	$(TEST_ENV) $(BIN)/nbdev_test --n_workers 2 --timing --skip_file_re '^[_.]|_triton'
+	$(TEST_ENV) $(BIN)/nbdev_test --n_workers 2 --timing --skip_file_re '^[_.]|_triton|_cuda_graphs'
 	# Triton kernels under TRITON_INTERPRET=1 run in a process of their own: the interpreter mode is process-wide
-	for nb in nbs/*_triton*.ipynb; do $(TEST_ENV) $(BIN)/nbdev_test --path "$$nb"; done
+	for nb in nbs/*_triton*.ipynb nbs/*_cuda_graphs.ipynb; do $(TEST_ENV) $(BIN)/nbdev_test --path "$$nb"; done
 
 pytest: install
 	$(call timer,pytest)

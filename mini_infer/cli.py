@@ -31,12 +31,18 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-batched-tokens", type=int, default=2048)
     p.add_argument("--no-prefix-caching", dest="enable_prefix_caching", action="store_false")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quantization", default=None, choices=["int8"], help="weight-only INT8 (chapter 40)")
+    p.add_argument("--load-format", default="auto", choices=["auto", "dummy"],
+                   help="dummy: random weights of the checkpoint's shapes (benchmarks)")
+    p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs on a GPU")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of free GPU memory for the KV cache")
 
 
 def engine_kwargs(a) -> dict:
     "The `LLM` / `LLMEngine` keyword arguments from parsed engine options."
     keys = ("dtype", "device", "block_size", "num_kv_blocks", "max_model_len", "max_num_seqs",
-            "max_num_batched_tokens", "enable_prefix_caching", "seed")
+            "max_num_batched_tokens", "enable_prefix_caching", "seed", "quantization", "load_format", "enforce_eager",
+            "gpu_memory_utilization")
     return {k: getattr(a, k) for k in keys}
 
 

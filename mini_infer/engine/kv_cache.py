@@ -89,11 +89,12 @@ def kv_bytes_per_token(model: torch.nn.Module, dtype: torch.dtype) -> int:
                for spec in m.kv_streams().values())
 
 # %% ../../nbs/20_paged_kv.ipynb #6ee193f6
-def num_kv_blocks_for_memory(bytes_per_token: int, block_size: int, device, max_blocks: int | None = None) -> int:
-    "Blocks the memory rule allows (90% of free GPU memory; on the CPU min(RAM / 10, 2 GiB)), at most `max_blocks`."
+def num_kv_blocks_for_memory(bytes_per_token: int, block_size: int, device, max_blocks: int | None = None,
+                             gpu_fraction: float = 0.9) -> int:
+    "Blocks the memory rule allows (`gpu_fraction` of free GPU memory; on the CPU min(RAM / 10, 2 GiB)), at most `max_blocks`."
     if torch.device(device).type == "cuda":
         free, _ = torch.cuda.mem_get_info(torch.device(device))
-        budget = int(0.9 * free)
+        budget = int(gpu_fraction * free)
     else:
         budget = min(2 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 10)
     blocks = max(1, budget // (bytes_per_token * block_size))

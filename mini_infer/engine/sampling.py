@@ -6,7 +6,7 @@
 __all__ = ['SamplingParams', 'SamplingRow', 'make_generator', 'SamplingTensors', 'make_sampling_tensors',
            'apply_repetition_penalty', 'apply_frequency_presence_penalties', 'apply_min_tokens', 'apply_penalties',
            'apply_temperature', 'apply_top_k', 'apply_top_p', 'apply_min_p', 'apply_filters', 'random_sample',
-           'Logprobs', 'SamplerOutput', 'gather_logprobs', 'Sampler']
+           'Logprobs', 'SamplerOutput', 'gather_logprobs', 'is_plain_greedy', 'Sampler']
 
 # %% ../../nbs/13_sampling.ipynb #78d370e2
 import math
@@ -300,6 +300,14 @@ def gather_logprobs(logprobs: torch.Tensor, token_ids: torch.Tensor,
                           list(zip(top_ids[j, :n].tolist(), top_lp[j, :n].tolist())))
     return out
 
+# %% ../../nbs/13_sampling.ipynb #65e0a31f
+def is_plain_greedy(row: SamplingRow, eos_token_ids=()) -> bool:
+    "True when the row's token is just the argmax: greedy, no penalty, no logprobs, no min_tokens ban in force."
+    p = row.params
+    banning = len(row.output_token_ids) < p.min_tokens and (eos_token_ids or p.stop_token_ids)
+    return (p.is_greedy and p.logprobs is None and p.repetition_penalty == 1.0 and p.frequency_penalty == 0.0
+            and p.presence_penalty == 0.0 and not banning)
+
 # %% ../../nbs/13_sampling.ipynb #b5011f48
 class Sampler:
     "Logits [B, V] of one step -> SamplerOutput, each row with its own SamplingParams (vLLM's pipeline)."
@@ -312,6 +320,8 @@ class Sampler:
         if logits.dim() != 2 or logits.shape[0] != len(rows):
             raise ValueError(f"logits must be [B, V] with B = len(rows) = {len(rows)}, got {tuple(logits.shape)}")
         logits = logits.to(torch.float32)
+        if all(is_plain_greedy(r, self.eos_token_ids) for r in rows):        # no per-row tensors to build
+            return SamplerOutput(logits.argmax(dim=-1), [None] * len(rows))
         t = make_sampling_tensors(rows, logits.shape[-1], self.eos_token_ids, logits.device)
         wants_logprobs = any(n is not None for n in t.num_logprobs)
         raw_logprobs = logits.log_softmax(dim=-1) if wants_logprobs else None     # the model's distribution

@@ -4,9 +4,12 @@
 
 # %% auto #0
 __all__ = ['kv_block_range', 'paged_block_ids', 'decode_chunk_size', 'paged_attention_group', 'check_attention_inputs',
-           'paged_attention']
+           'paged_attention', 'gather_sequence_kv', 'sdpa_prefill', 'varlen_prefill', 'prefill_attention']
 
 # %% ../../nbs/21_paged_attention.ipynb #765b0c02
+import importlib.util
+import inspect
+
 import torch
 import torch.nn.functional as F
 
@@ -130,3 +133,67 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             q_i = q[None, cu[i] : cu[i + 1]]                                             # [1, n, H, D]
             out[cu[i] : cu[i + 1]] = paged_attention_group(q_i, k_cache, v_cache, md, [i], scale, sliding_window)[0]
     return out
+
+# %% ../../nbs/21_paged_attention.ipynb #97798d46
+def gather_sequence_kv(cache: torch.Tensor, md: AttentionMetadata, i: int) -> torch.Tensor:
+    "The first L entries [L, *shape] of sequence i's stream, read through its block table [kwon2023efficient]."
+    length = md.seq_lens_cpu[i]
+    blocks = md.block_tables[i, : -(-length // md.block_size)]                          # [nb]
+    return cache.index_select(0, blocks).flatten(0, 1)[:length]                          # [L, Hkv, D]
+
+# %% ../../nbs/21_paged_attention.ipynb #a4c88e12
+def sdpa_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+                 seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
+    "Eq. 1 for the prefill chunks `seq_ids`, one fused SDPA call per sequence [dao2022flashattention]."
+    cu = md.cu_seqlens_q_cpu
+    for i in seq_ids:
+        n, length = cu[i + 1] - cu[i], md.seq_lens_cpu[i]
+        k = gather_sequence_kv(k_cache, md, i).transpose(0, 1)                          # [Hkv, L, D]
+        v = gather_sequence_kv(v_cache, md, i).transpose(0, 1)                          # [Hkv, L, D]
+        q_i = q[cu[i] : cu[i + 1]].transpose(0, 1)                                      # [H, n, D]
+        mask = None
+        if n < length or sliding_window is not None:                 # a cached prefix or a window: explicit mask
+            q_pos = torch.arange(length - n, length, device=q.device)[:, None]          # [n, 1]
+            k_pos = torch.arange(length, device=q.device)                               # [L]
+            mask = (k_pos <= q_pos) & (k_pos > q_pos - (sliding_window or length + 1))  # [n, L]
+        o = F.scaled_dot_product_attention(q_i, k, v, attn_mask=mask, is_causal=mask is None, scale=scale,
+                                           enable_gqa=True)                             # [H, n, D]
+        out[cu[i] : cu[i + 1]] = o.transpose(0, 1)
+
+# %% ../../nbs/21_paged_attention.ipynb #fdce50c2
+def varlen_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+                   seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
+    "Eq. 1 for all prefill chunks `seq_ids` in one FlashAttention varlen call (CUDA, half precision) [dao2022flashattention]."
+    from torch.nn.attention.varlen import varlen_attn
+    cu, lens = md.cu_seqlens_q_cpu, md.seq_lens_cpu
+    rows = torch.cat([torch.arange(cu[i], cu[i + 1]) for i in seq_ids]).to(q.device)  # [Tq]
+    k = torch.cat([gather_sequence_kv(k_cache, md, i) for i in seq_ids])               # [Tk, Hkv, D]
+    v = torch.cat([gather_sequence_kv(v_cache, md, i) for i in seq_ids])               # [Tk, Hkv, D]
+    n = [cu[i + 1] - cu[i] for i in seq_ids]
+    cu_q = torch.tensor([0] + n, dtype=torch.int32).cumsum(0, dtype=torch.int32).to(q.device)
+    cu_k = torch.tensor([0] + [lens[i] for i in seq_ids], dtype=torch.int32).cumsum(0, dtype=torch.int32).to(q.device)
+    kwargs = {"enable_gqa": True} if "enable_gqa" in inspect.signature(varlen_attn).parameters else {}
+    o = varlen_attn(q[rows], k, v, cu_q, cu_k, max(n), max(lens[i] for i in seq_ids), scale=scale,
+                    window_size=(sliding_window - 1 if sliding_window else -1, 0), **kwargs)   # [Tq, H, D]
+    out[rows] = o
+
+# %% ../../nbs/21_paged_attention.ipynb #5c249056
+def prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+                      seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor,
+                      impl: str = "auto") -> None:
+    "Write the attention of prefill chunks `seq_ids` into `out` with `impl` in paged|sdpa|varlen (auto: the fastest that runs)."
+    if not seq_ids:
+        return
+    if impl == "auto":
+        fast = q.is_cuda and q.dtype in (torch.bfloat16, torch.float16)
+        impl = "varlen" if fast and importlib.util.find_spec("torch.nn.attention.varlen") else "sdpa"
+    if impl == "paged":
+        cu = md.cu_seqlens_q_cpu
+        for i in seq_ids:
+            out[cu[i] : cu[i + 1]] = paged_attention_group(q[None, cu[i] : cu[i + 1]], k_cache, v_cache, md, [i],
+                                                           scale, sliding_window)[0]
+    elif impl in ("sdpa", "varlen"):
+        (sdpa_prefill if impl == "sdpa" else varlen_prefill)(q, k_cache, v_cache, md, seq_ids, scale,
+                                                             sliding_window, out)
+    else:
+        raise ValueError(f"unknown prefill impl {impl!r}; known: auto, paged, sdpa, varlen")

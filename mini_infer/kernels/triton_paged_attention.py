@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .paged_attention import check_attention_inputs, paged_attention_group
+from .paged_attention import check_attention_inputs, paged_attention_group, prefill_attention
 from ..layers.attention import AttentionMetadata
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #fc5929ac
@@ -163,8 +163,8 @@ def check_triton_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
 # %% ../../nbs/21a_triton_paged_attention.ipynb #c08f6cf3
 def triton_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
                            scale: float, sliding_window: int | None = None, *, out: torch.Tensor | None = None,
-                           num_splits: int | None = None, block_n: int | None = None, split_p: bool = True
-                           ) -> torch.Tensor:
+                           num_splits: int | None = None, block_n: int | None = None, split_p: bool = True,
+                           prefill: str | None = None) -> torch.Tensor:
     "Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], decode rows in Triton [kwon2023efficient]."
     check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
     out = torch.empty_like(q) if out is None else out
@@ -175,14 +175,13 @@ def triton_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         seq_ids = torch.arange(md.num_seqs, dtype=torch.int32, device=q.device)
     else:
         seq_ids = torch.tensor(decode, dtype=torch.int32, device=q.device)
-    if num_splits is None:
-        max_keys = min(max((lens[i] for i in decode), default=0), sliding_window or 1 << 62)
+    if num_splits is None:                                         # a CUDA graph plans for its longest context
+        max_keys = md.scratch.get("max_decode_keys") or max((lens[i] for i in decode), default=0)
         num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 1
-        num_splits = num_decode_splits(len(decode), k_cache.shape[2], max_keys, num_sms)
+        num_splits = num_decode_splits(len(decode), k_cache.shape[2], min(max_keys, sliding_window or 1 << 62), num_sms)
     block_n = block_n or (128 if q.element_size() == 2 else 64)     # tiles of 32 KiB of K (D = 128)
     paged_decode(q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out, num_splits, block_n, split_p)
-    for i in range(md.num_seqs):
-        if cu[i + 1] - cu[i] > 1:                                  # a prefill chunk: chapter 21's PyTorch path
-            q_i = q[None, cu[i] : cu[i + 1]]                                              # [1, n, H, D]
-            out[cu[i] : cu[i + 1]] = paged_attention_group(q_i, k_cache, v_cache, md, [i], scale, sliding_window)[0]
+    prefill_ids = [i for i in range(md.num_seqs) if cu[i + 1] - cu[i] > 1]
+    prefill_attention(q, k_cache, v_cache, md, prefill_ids, scale, sliding_window, out,
+                      prefill or ("auto" if q.is_cuda else "paged"))        # chapter 21: fused on the GPU
     return out

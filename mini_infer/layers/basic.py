@@ -26,10 +26,13 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size))
         self.variance_epsilon = eps
+        self.kernel = None                                     # fused kernel(x, weight, eps, residual), chapter 10a
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         if x.shape[-1] != self.weight.shape[0]:
             raise ValueError(f"RMSNorm over {self.weight.shape[0]} features got an input of shape {tuple(x.shape)}")
+        if self.kernel is not None:
+            return self.kernel(x, self.weight, self.variance_epsilon, residual)
         if residual is not None:
             x = residual + x                                   # the decoder's residual add, in the model dtype
             residual = x
@@ -62,6 +65,7 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"rotary embeddings need an even head_dim, got {head_dim}")
         self.head_dim, self.max_position_embeddings, self.rope_theta = head_dim, max_position_embeddings, rope_theta
         self.register_buffer("cos_sin_cache", self._compute_cos_sin_cache(), persistent=False)   # [P, D]
+        self.kernel = None                                     # fused kernel(positions, q, k, cos_sin_cache), 10a
 
     @property
     def num_cached_positions(self) -> int:
@@ -84,6 +88,8 @@ class RotaryEmbedding(nn.Module):
                              f"got {tuple(q.shape)} and {tuple(k.shape)}")
         if not positions.shape[0] == q.shape[0] == k.shape[0]:
             raise ValueError(f"{positions.shape[0]} positions for {q.shape[0]} queries and {k.shape[0]} keys")
+        if self.kernel is not None:
+            return self.kernel(positions, q, k, self.cos_sin_cache)
         cos, sin = self.cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)    # [T, D/2] each
         cos = torch.cat((cos, cos), dim=-1).unsqueeze(1).to(q.dtype)                  # [T, 1, D]
         sin = torch.cat((sin, sin), dim=-1).unsqueeze(1).to(q.dtype)                  # [T, 1, D]
@@ -402,6 +408,9 @@ class MLP(nn.Module):
         self.up_proj = ColumnParallelLinear(hidden_size, intermediate_size, bias=bias, **tp)
         self.down_proj = RowParallelLinear(intermediate_size, hidden_size, bias=bias, tp_group=tp_group, **tp)
         self.act_fn = get_act_fn(hidden_act)
+        self.kernel = None                                     # fused kernel(gate, up) = act(gate) * up, chapter 10a
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is not None:
+            return self.down_proj(self.kernel(self.gate_proj(x), self.up_proj(x)))
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))

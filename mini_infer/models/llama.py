@@ -51,7 +51,7 @@ class LlamaAttention(nn.Module):
 
 # %% ../../nbs/12_llama.ipynb #cb24b499
 class LlamaDecoderLayer(nn.Module):
-    "Pre-norm decoder layer: h + Attn(RMSNorm(h)), then h + MLP(RMSNorm(h)) [touvron2023llama, Sec. 2.2]."
+    "Pre-norm decoder layer, residual adds left to the norms: -> (MLP output, h') [touvron2023llama, Sec. 2.2]."
 
     def __init__(self, config: ModelConfig, layer_idx: int, rope, tp_rank: int = 0, tp_size: int = 1):
         super().__init__()
@@ -61,9 +61,14 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
-    def forward(self, positions, hidden, md: AttentionMetadata) -> torch.Tensor:
-        hidden = hidden + self.self_attn(positions, self.input_layernorm(hidden), md)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+    def forward(self, positions, hidden, residual, md: AttentionMetadata):
+        if residual is None:                                                  # the first layer
+            hidden, residual = self.input_layernorm(hidden), hidden
+        else:
+            hidden, residual = self.input_layernorm(hidden, residual)         # h = residual + hidden, normed
+        hidden = self.self_attn(positions, hidden, md)
+        hidden, residual = self.post_attention_layernorm(hidden, residual)    # h' = h + Attn(...), normed
+        return self.mlp(hidden), residual                                     # h' + MLP(...): the next norm adds
 
 # %% ../../nbs/12_llama.ipynb #5faa417f
 class LlamaModel(nn.Module):
@@ -79,14 +84,18 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(self, input_ids, positions, md: AttentionMetadata) -> torch.Tensor:
-        hidden = self.embed_tokens(input_ids)                                # [T, d]
+        hidden, residual = self.embed_tokens(input_ids), None                # [T, d]
         for layer in self.layers:
-            hidden = layer(positions, hidden, md)
-        return self.norm(hidden)
+            hidden, residual = layer(positions, hidden, residual, md)
+        if residual is None:                                                 # a model without layers
+            return self.norm(hidden)
+        return self.norm(hidden, residual)[0]                                # the last residual add, then the norm
 
 # %% ../../nbs/12_llama.ipynb #f6f68f98
 class LlamaForCausalLM(nn.Module):
     "Llama-family causal LM: `forward` -> hidden [T, d], `compute_logits` -> fp32 logits [T, V]."
+
+    supports_cuda_graphs = True        # no host synchronisation in forward: decode steps can be captured (24a)
 
     def __init__(self, config: ModelConfig, tp_rank: int = 0, tp_size: int = 1):
         super().__init__()
