@@ -138,14 +138,24 @@ def int8_gemv_kernel(x_ptr, q_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_x
     "y[m, n] = s[n] sum_k x[m, k] q[n, k] (+ b[n]) for M <= BLOCK_M rows: q streamed once, no tensor cores."
     rm = tl.arange(0, BLOCK_M)
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        rk = k0 + tl.arange(0, BLOCK_K)
-        w = tl.load(q_ptr + rn[:, None] * stride_qn + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K),
-                    other=0).to(tl.float32)                                         # [BLOCK_N, BLOCK_K], exact
-        x = tl.load(x_ptr + rm[:, None] * stride_xm + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K),
-                    other=0.0).to(tl.float32)                                       # [BLOCK_M, BLOCK_K]
-        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)                        # [BLOCK_M, BLOCK_N]
+    if BLOCK_M == 1:                         # one row: multiply-add elementwise, reduce over k once at the end
+        acc_nk = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            rk = k0 + tl.arange(0, BLOCK_K)
+            w = tl.load(q_ptr + rn[:, None] * stride_qn + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K),
+                        other=0).to(tl.float32)                                     # [BLOCK_N, BLOCK_K], exact
+            x = tl.load(x_ptr + rk, mask=rk < K, other=0.0).to(tl.float32)          # [BLOCK_K]
+            acc_nk += w * x[None, :]
+        acc = tl.sum(acc_nk, axis=1)[None, :]                                       # [1, BLOCK_N]
+    else:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            rk = k0 + tl.arange(0, BLOCK_K)
+            w = tl.load(q_ptr + rn[:, None] * stride_qn + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K),
+                        other=0).to(tl.float32)                                     # [BLOCK_N, BLOCK_K], exact
+            x = tl.load(x_ptr + rm[:, None] * stride_xm + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K),
+                        other=0.0).to(tl.float32)                                   # [BLOCK_M, BLOCK_K]
+            acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)                    # [BLOCK_M, BLOCK_N]
     y = acc * tl.load(scale_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]          # scale once, chapter 40
     if HAS_BIAS:
         y += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
@@ -164,7 +174,7 @@ def int8_gemv(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias:
         return out
     block_m = triton.next_power_of_2(M)
     block_n = block_n or next((b for b in (16, 8, 4) if triton.cdiv(N, b) >= 2 * num_sms(x.device)), 2)
-    block_k = block_k or max(64, min(1024, 8192 // (block_m * block_n)))
+    block_k = block_k or max(64, min(1024, (4096 if block_m == 1 else 8192) // (block_m * block_n)))
     interpreted = type(int8_gemv_kernel).__name__ == "InterpretedFunction"
     stage = out if not (interpreted and out.dtype == torch.bfloat16) else torch.empty(M, N, device=out.device)
     int8_gemv_kernel[(triton.cdiv(N, block_n),)](
