@@ -105,6 +105,7 @@ def capture(self: CUDAGraphModelRunner) -> None:
     if not self.use_graphs:
         return
     torch.cuda.synchronize(self.device)
+    torch.cuda.empty_cache()                          # capture empties the cache too: start the count from empty
     reserved_before, t0 = torch.cuda.memory_reserved(self.device), time.perf_counter()
     self.buffers.block_tables.fill_(self.pad_block)                  # every row a padding sequence
     self.buffers.slot_mapping.fill_(self.pad_block * self.block_size)
