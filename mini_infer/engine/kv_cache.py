@@ -48,9 +48,10 @@ class BlockManager:
 
     def allocate_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
         "Grow `seq`'s block table to hold `num_new_tokens` more tokens; False (and nothing taken) if the pool is short."
-        if not self.can_allocate(seq, num_new_tokens):
+        need = self.num_blocks_needed(seq, num_new_tokens)
+        if need > self.num_free_blocks:
             return False
-        for _ in range(self.num_blocks_needed(seq, num_new_tokens)):
+        for _ in range(need):
             block = self._take_free_block()
             block.ref_count = 1
             seq.block_table.append(block.block_id)

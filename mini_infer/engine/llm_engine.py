@@ -238,10 +238,10 @@ def step(self: LLMEngine) -> list[StreamOutput]:
 
 
 def _stream_output(self: LLMEngine, seq: Sequence, error: str | None) -> StreamOutput:
-    k, seq.num_streamed_tokens = seq.num_streamed_tokens, len(seq.output_token_ids)
-    return StreamOutput(seq.request_id, seq.index, stream_delta(seq), seq.output_token_ids[k:], seq.finish_reason,
-                        seq.logprobs[k:] if seq.logprobs is not None else None, seq.num_prompt_tokens,
-                        len(seq.output_token_ids), seq.num_cached_tokens, error)
+    k, seq.num_streamed_tokens = seq.num_streamed_tokens, seq.num_output_tokens
+    return StreamOutput(seq.request_id, seq.index, stream_delta(seq), seq.token_ids[seq.num_prompt_tokens + k:],
+                        seq.finish_reason, seq.logprobs[k:] if seq.logprobs is not None else None,
+                        seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, error)
 
 
 def _may_retire(self: LLMEngine, request_id: str) -> None:

@@ -65,7 +65,7 @@ def schedule(self: Scheduler) -> SchedulerOutput:
     "Plan one step within the token budget [agrawal2024taming, Sec. 4]."
     out, budget, bm = SchedulerOutput(), self.max_num_batched_tokens, self.block_manager
     for seq in list(self.running):                                     # oldest first
-        if seq not in self.running or budget == 0:
+        if seq.status is not SequenceStatus.RUNNING or budget == 0:    # preempted above: skip (no list scan)
             continue
         n = min(len(seq) - seq.num_computed_tokens, budget)
         while not bm.allocate_slots(seq, n):
@@ -74,7 +74,7 @@ def schedule(self: Scheduler) -> SchedulerOutput:
             out.preempted.append(victim)
             if victim is seq:
                 break
-        if seq in self.running:
+        if seq.status is SequenceStatus.RUNNING:
             out.scheduled.append((seq, n))
             budget -= n
     while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:

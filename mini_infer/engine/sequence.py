@@ -49,6 +49,9 @@ class Sequence:
     def output_token_ids(self) -> list[int]: return self.token_ids[self.num_prompt_tokens:]
 
     @property
+    def num_output_tokens(self) -> int: return len(self.token_ids) - self.num_prompt_tokens   # no copy
+
+    @property
     def is_finished(self) -> bool: return self.finish_reason is not None
 
     def __len__(self) -> int: return len(self.token_ids)
@@ -77,7 +80,7 @@ def append_token(seq: Sequence, token_id: int, logprobs, eos_token_ids: set[int]
         seq.cumulative_logprob += logprobs.logprob
     delta = seq.detok.add([token_id]) if seq.detok is not None else ""
     seq.text += delta
-    p, n, cut = seq.params, len(seq.output_token_ids), False
+    p, n, cut = seq.params, seq.num_output_tokens, False
     if n >= p.min_tokens:
         if (token_id in eos_token_ids and not p.ignore_eos) or token_id in p.stop_token_ids:
             seq.finish_reason = "stop"
