@@ -94,7 +94,7 @@ def ms_per_step(gen, n: int = 129) -> float:
 def env() -> dict:
     import transformers
     import triton
-    return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+    return {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu", "torch": torch.__version__, "triton": triton.__version__,
             "transformers": transformers.__version__, "date": datetime.date.today().isoformat(),
             "commit": os.environ.get("MINI_INFER_COMMIT") or subprocess.run(
                 ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()}

@@ -1,25 +1,49 @@
 """GPU correctness of the whole engine (CUDA graphs, fused kernels, Triton decode, fused prefill) against HF
-transformers on a random Qwen2.5-0.5B-shaped model:
+transformers:
 
 - fp32: greedy continuations token-identical to HF fp32 (eager attention), prompts served together;
-- bf16: how many of 32 prompts keep their first 16 greedy tokens identical to HF bf16 (SDPA).
+- bf16: how many of 32 prompts keep their first 16 greedy tokens identical to HF bf16 (SDPA), and, as the
+  model's own sensitivity, how often HF eager and HF SDPA agree with each other.
 
-    python benchmarks/gpu/correctness.py [--out DIR]       (H200, ~1 min)
+By default on a random Qwen2.5-0.5B-shaped model (synthetic weights, both sides the same tensors). `--gguf PATH`
+uses a real checkpoint instead (e.g. the bundled SmolLM2 GGUF; transformers loads the same file), with English
+prompts: trained weights give peaked next-token distributions, so bf16 rounding rarely flips an argmax.
+
+    python benchmarks/gpu/correctness.py [--gguf PATH] [--device cuda] [--num 32] [--out DIR]   (H200, ~1 min)
 """
 import argparse
 import random
+from pathlib import Path
 
 import torch
 
 from common import config_dir, env, free_cuda, hf_twin, save
 
+SENTENCES = ["The capital of France is", "Water boils at a temperature of", "The largest planet in the solar system",
+             "To make a cup of tea, first", "The history of the Roman Empire", "A good way to learn programming is",
+             "The theory of relativity says that", "In the morning, the birds", "The main ingredients of bread are",
+             "Photosynthesis is the process by which", "The best way to stay healthy is", "Once upon a time, there was",
+             "The stock market is", "My favourite book is", "The mountains in winter are", "Electric cars work by",
+             "The ocean covers most of", "A computer program is", "The first person to walk on the moon",
+             "Music can make people", "The city of Tokyo is known for", "Learning a new language helps",
+             "The recipe calls for two cups of", "Volcanoes erupt when", "The human heart pumps",
+             "In mathematics, a prime number is", "The weather today is", "Cats and dogs are",
+             "The internet was invented", "A healthy breakfast includes", "The speed of light is",
+             "Shakespeare wrote plays such as"]
+
 
 def hf_greedy(hf, prompt: list[int], n: int) -> list[int]:
-    x = torch.tensor([prompt], device="cuda")
+    x = torch.tensor([prompt], device=hf.device)
     with torch.no_grad():
         out = hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n, min_new_tokens=n,
                           pad_token_id=0)
     return out[0, len(prompt):].tolist()
+
+
+def hf_gguf(path: Path, dtype: torch.dtype, device: str, attn: str):
+    from transformers import AutoModelForCausalLM
+    return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype,
+                                                attn_implementation=attn).to(device).eval()
 
 
 def main() -> None:
@@ -27,38 +51,48 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--shape", default="Qwen2.5-0.5B")
+    ap.add_argument("--gguf", default=None, help="a real checkpoint (.gguf) instead of the random shape")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--num", type=int, default=32, help="bf16 prompts (fp32 uses a quarter)")
     a = ap.parse_args()
     rng = random.Random(0)
-    res = {"env": env(), "shape": a.shape}
-    path = config_dir(a.shape)
-    for dtype, num, n, attn in ((torch.float32, 8, 32, "eager"), (torch.bfloat16, 32, 16, "sdpa")):
-        prompts = [[rng.randint(0, 150000) for _ in range(rng.randint(8, 300))] for _ in range(num)]
-        llm = LLM(path, dtype=str(dtype).split(".")[1], device="cuda", load_format="dummy", max_model_len=2048,
-                  max_num_seqs=64, num_kv_blocks=4096)
+    res = {"env": env(), "model": a.gguf and Path(a.gguf).name or f"random {a.shape}", "device": a.device}
+    for dtype, num, n, attn in ((torch.float32, max(1, a.num // 4), 32, "eager"), (torch.bfloat16, a.num, 16, "sdpa")):
+        name = str(dtype).split(".")[1]
+        opts = dict(dtype=name, device=a.device, max_model_len=2048, max_num_seqs=64, num_kv_blocks=4096)
+        if a.gguf:
+            llm = LLM(a.gguf, **opts)
+            prompts = [llm.tokenizer.encode(s) for s in (SENTENCES * 2)[:num]]
+            make_hf = lambda at: hf_gguf(Path(a.gguf), dtype, a.device, at)
+        else:
+            llm = LLM(config_dir(a.shape), load_format="dummy", **opts)
+            prompts = [[rng.randint(0, 150000) for _ in range(rng.randint(8, 300))] for _ in range(num)]
+            make_hf = lambda at: hf_twin(llm, a.shape, dtype, at)
         ours = [o.outputs[0].token_ids for o in llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n,
                                                                                     ignore_eos=True))]
-        hf = hf_twin(llm, a.shape, dtype, attn)
+        hf = make_hf(attn)
         ref = [hf_greedy(hf, p, n) for p in prompts]
+        key = "fp32" if dtype == torch.float32 else "bf16"
         if dtype == torch.bfloat16:                                 # how sensitive is the model itself?
-            hf_e = hf_twin(llm, a.shape, dtype, "eager")
+            hf_e = make_hf("eager")
             ref_e = [hf_greedy(hf_e, p, n) for p in prompts]
             res["bf16_hf_eager_vs_hf_sdpa_identical"] = sum(x == y for x, y in zip(ref_e, ref))
             res["bf16_ours_vs_hf_eager_identical"] = sum(x == y for x, y in zip(ours, ref_e))
             print(f"bf16: HF eager vs HF sdpa: {res['bf16_hf_eager_vs_hf_sdpa_identical']}/{num} identical; ours vs "
                   f"HF eager: {res['bf16_ours_vs_hf_eager_identical']}/{num}", flush=True)
-            free_cuda(hf_e)
             del hf_e
         same = sum(o == r for o, r in zip(ours, ref))
         first_diff = [next((i for i, (x, y) in enumerate(zip(o, r)) if x != y), None) for o, r in zip(ours, ref)]
-        key = "fp32" if dtype == torch.float32 else "bf16"
         res[key] = {"prompts": num, "tokens": n, "identical": same, "hf_attention": attn,
                     "first_differing_token": first_diff,
                     "graphs": bool(getattr(llm.engine.runner, "graphs", None))}
         print(f"{key}: {same}/{num} prompts with all {n} greedy tokens identical to HF ({attn}); first differing "
               f"token per prompt: {first_diff}", flush=True)
-        del llm
-        free_cuda(hf)
-    save("correctness", res, a.out)
+        del llm, hf
+        if a.device == "cuda":
+            free_cuda()
+    if a.device == "cuda":
+        save("correctness" + ("_gguf" if a.gguf else ""), res, a.out)
 
 
 if __name__ == "__main__":
