@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['QUANTIZATION_METHODS', 'CompletionOutput', 'RequestOutput', 'StreamOutput', 'to_token_ids', 'check_fits',
-           'check_engine_options', 'make_model_runner', 'LLMEngine', 'add_request', 'abort', 'step', 'stats',
-           'has_unfinished_requests', 'request_output', 'prompt_logits', 'RequestStream', 'EngineThread', 'LLM']
+           'resolve_device', 'check_engine_options', 'make_model_runner', 'LLMEngine', 'add_request', 'abort', 'step',
+           'stats', 'has_unfinished_requests', 'request_output', 'prompt_logits', 'RequestStream', 'EngineThread',
+           'LLM']
 
 # %% ../../nbs/25_engine.ipynb #3bc37935
 import asyncio
@@ -95,6 +96,21 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, max_model_len: in
 # %% ../../nbs/25_engine.ipynb #b206fad6
 QUANTIZATION_METHODS = {"int8": ("mini_infer.quant.int8", "quantize_model")}   # chapter 40, imported when used
 
+# %% ../../nbs/25_engine.ipynb #1920321d
+def resolve_device(device) -> torch.device:
+    "A torch device for the engine: the CPU, or a CUDA device that exists; a clear error otherwise."
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a device (use 'cpu' or 'cuda')") from e
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r} is not supported (supported: 'cpu', 'cuda')")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} asked for, but no CUDA device is available (torch {torch.__version__})")
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return dev
+
 # %% ../../nbs/25_engine.ipynb #f1674f1b
 def check_engine_options(block_size, max_num_seqs, max_num_batched_tokens, num_kv_blocks, quantization,
                          kv_cache_dtype, tensor_parallel_size) -> None:
@@ -143,7 +159,7 @@ class LLMEngine:
                  gpu_memory_utilization: float = 0.9):
         check_engine_options(block_size, max_num_seqs, max_num_batched_tokens, num_kv_blocks, quantization,
                              kv_cache_dtype, tensor_parallel_size)
-        self.dtype, self.device = resolve_dtype(dtype), torch.device(device)
+        self.dtype, self.device = resolve_dtype(dtype), resolve_device(device)
         self.config, self.model, self.tokenizer = load_model(model, self.dtype, self.device, load_format)
         if quantization is not None:                                  # weights replaced in place (chapter 40)
             module, name = QUANTIZATION_METHODS[quantization]
