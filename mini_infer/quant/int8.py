@@ -44,7 +44,7 @@ def int8_linear_reference(x: torch.Tensor, qweight: torch.Tensor, scale: torch.T
     return y.to(x.dtype)
 
 # %% ../../nbs/40_int8_weights.ipynb #df99b102
-INT8_KERNEL_MAX_M = 64                                 # rows up to which CUDA inputs take the Triton kernel
+INT8_KERNEL_MAX_M = 512                                # rows up to which CUDA inputs take the Triton kernel
 
 # %% ../../nbs/40_int8_weights.ipynb #b12c3dd3
 def int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
