@@ -103,6 +103,7 @@ def env() -> dict:
 def save(name: str, res: dict, out: str | None) -> Path:
     "Write <out>/<gpu>_<name>_<date>.json."
     gpu = res["env"]["gpu"].lower().replace("nvidia ", "nvidia-").replace(" ", "-")
+    gpu = "cpu-2core" if gpu == "cpu" else gpu
     path = out_dir(out) / f"{gpu}_{name}_{res['env']['date']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1) + "\n")

@@ -68,8 +68,8 @@ def main() -> None:
             llm = LLM(config_dir(a.shape), load_format="dummy", **opts)
             prompts = [[rng.randint(0, 150000) for _ in range(rng.randint(8, 300))] for _ in range(num)]
             make_hf = lambda at: hf_twin(llm, a.shape, dtype, at)
-        ours = [o.outputs[0].token_ids for o in llm.generate(prompts, SamplingParams(temperature=0, max_tokens=n,
-                                                                                    ignore_eos=True))]
+        same_rule = SamplingParams(temperature=0, max_tokens=n, min_tokens=n, ignore_eos=True)   # HF's min_new_tokens
+        ours = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]                # bans EOS until n
         hf = make_hf(attn)
         ref = [hf_greedy(hf, p, n) for p in prompts]
         key = "fp32" if dtype == torch.float32 else "bf16"
@@ -91,8 +91,7 @@ def main() -> None:
         del llm, hf
         if a.device == "cuda":
             free_cuda()
-    if a.device == "cuda":
-        save("correctness" + ("_gguf" if a.gguf else ""), res, a.out)
+    save("correctness" + ("_gguf" if a.gguf else ""), res, a.out)
 
 
 if __name__ == "__main__":
