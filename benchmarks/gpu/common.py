@@ -57,9 +57,8 @@ def hf_twin(llm, shape: str, dtype: torch.dtype, attn: str = "sdpa"):
     return hf
 
 
-def free_cuda(*objs) -> None:
-    for o in objs:
-        del o
+def free_cuda() -> None:
+    "Return the memory of deleted models to the device (callers `del` their references first)."
     gc.collect()
     torch.cuda.empty_cache()
 

@@ -94,7 +94,8 @@ def main() -> None:
                         hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n,
                                     min_new_tokens=n, pad_token_id=0)
                 row["hf_ms"] = ms_per_step(hf_gen, a.steps)
-                free_cuda(hf)
+                del hf
+                free_cuda()
             res["rows"].append(row)
             print(row, flush=True)
             del llm

@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['kv_block_range', 'paged_block_ids', 'decode_chunk_size', 'paged_attention_group', 'check_attention_inputs',
-           'paged_attention', 'gather_sequence_kv', 'sdpa_prefill', 'varlen_prefill', 'prefill_attention']
+           'paged_prefill', 'paged_attention', 'gather_sequence_kv', 'sdpa_prefill', 'varlen_prefill',
+           'prefill_attention']
 
 # %% ../../nbs/21_paged_attention.ipynb #765b0c02
 import importlib.util
@@ -119,6 +120,15 @@ def _decode_chunks(md: AttentionMetadata, sliding_window: int | None, bytes_per_
     return md.scratch[key]
 
 # %% ../../nbs/21_paged_attention.ipynb #2957b6f0
+def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+                  seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
+    "Eq. 1 for the prefill chunks `seq_ids`, one sequence at a time, in the reference's order of operations."
+    cu = md.cu_seqlens_q_cpu
+    for i in seq_ids:
+        q_i = q[None, cu[i] : cu[i + 1]]                                                 # [1, n, H, D]
+        out[cu[i] : cu[i + 1]] = paged_attention_group(q_i, k_cache, v_cache, md, [i], scale, sliding_window)[0]
+
+# %% ../../nbs/21_paged_attention.ipynb #e64390b8
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
                     scale: float, sliding_window: int | None = None, *, out: torch.Tensor | None = None
                     ) -> torch.Tensor:
@@ -128,10 +138,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     cu = md.cu_seqlens_q_cpu
     for seq_ids, rows in _decode_chunks(md, sliding_window, 2 * k_cache[0, 0].nbytes, q.device):
         out[rows] = paged_attention_group(q[rows, None], k_cache, v_cache, md, seq_ids, scale, sliding_window)[:, 0]
-    for i in range(md.num_seqs):
-        if cu[i + 1] - cu[i] > 1:                                    # a prefill chunk: one sequence at a time
-            q_i = q[None, cu[i] : cu[i + 1]]                                             # [1, n, H, D]
-            out[cu[i] : cu[i + 1]] = paged_attention_group(q_i, k_cache, v_cache, md, [i], scale, sliding_window)[0]
+    prefill = [i for i in range(md.num_seqs) if cu[i + 1] - cu[i] > 1]
+    paged_prefill(q, k_cache, v_cache, md, prefill, scale, sliding_window, out)
     return out
 
 # %% ../../nbs/21_paged_attention.ipynb #97798d46
@@ -187,13 +195,8 @@ def prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     if impl == "auto":
         fast = q.is_cuda and q.dtype in (torch.bfloat16, torch.float16)
         impl = "varlen" if fast and importlib.util.find_spec("torch.nn.attention.varlen") else "sdpa"
-    if impl == "paged":
-        cu = md.cu_seqlens_q_cpu
-        for i in seq_ids:
-            out[cu[i] : cu[i + 1]] = paged_attention_group(q[None, cu[i] : cu[i + 1]], k_cache, v_cache, md, [i],
-                                                           scale, sliding_window)[0]
-    elif impl in ("sdpa", "varlen"):
-        (sdpa_prefill if impl == "sdpa" else varlen_prefill)(q, k_cache, v_cache, md, seq_ids, scale,
-                                                             sliding_window, out)
+    impls = {"paged": paged_prefill, "sdpa": sdpa_prefill, "varlen": varlen_prefill}
+    if impl in impls:
+        impls[impl](q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out)
     else:
         raise ValueError(f"unknown prefill impl {impl!r}; known: auto, paged, sdpa, varlen")

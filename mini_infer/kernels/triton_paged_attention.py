@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .paged_attention import check_attention_inputs, paged_attention_group, prefill_attention
+from .paged_attention import check_attention_inputs, prefill_attention
 from ..layers.attention import AttentionMetadata
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #fc5929ac
