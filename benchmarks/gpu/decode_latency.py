@@ -14,17 +14,30 @@ from common import (config_dir, copy_bandwidth, env, free_cuda, hf_twin, ms_per_
 
 
 def weight_bytes_read(model) -> int:
-    "Bytes one decode step reads: every weight once (tied ones once), an untied input embedding not at all."
+    "Bytes one decode step reads: every weight storage once (tied and merged ones once), an untied input embedding not at all."
     seen, total = set(), 0
     for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-        if "cos_sin_cache" in name or t.data_ptr() in seen:
+        storage = t.untyped_storage()
+        if "cos_sin_cache" in name or storage.data_ptr() in seen:
             continue
-        seen.add(t.data_ptr())
-        total += t.numel() * t.element_size()
+        seen.add(storage.data_ptr())
+        total += storage.nbytes()
     emb, head = model.model.embed_tokens.weight, model.lm_head.weight
     if emb.data_ptr() != head.data_ptr():
         total -= emb.numel() * emb.element_size()                    # one row of it, not the table
     return total
+
+
+def linears_in_use(model) -> list:
+    "The linear layers a forward calls: merged ones (qkv_proj, gate_up_proj) instead of their parts."
+    merged_parts = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+    skip = set()
+    for m in model.modules():
+        for merged, parts in merged_parts.items():
+            if getattr(m, merged, None) is not None:
+                skip.update(id(getattr(m, p)) for p in parts)
+    return [m for m in model.modules() if id(m) not in skip
+            and type(m).__name__ in ("ColumnParallelLinear", "RowParallelLinear", "Int8Linear")]
 
 
 def event_ms(fn, repeats: int = 50) -> float:
@@ -43,8 +56,7 @@ def breakdown(llm) -> dict:
     "Where a batch-1 decode step goes: the graph replay alone (GPU), and a graph of only the linears + lm_head."
     runner = llm.engine.runner
     out = {"graph_replay_ms": event_ms(runner.graphs[1].replay)}
-    linears = [m for m in llm.model.modules() if type(m).__name__ in ("ColumnParallelLinear", "RowParallelLinear",
-                                                                        "Int8Linear")]
+    linears = linears_in_use(llm.model)
     dtype = llm.engine.dtype
     xs = {}
     for m in linears:

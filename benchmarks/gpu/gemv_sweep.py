@@ -1,47 +1,27 @@
-"""Batch-1 matrix-vector products of the decode step, per weight shape: cuBLAS (bf16) against Triton matrix-vector
-kernels for bf16 and int8 weights, over a grid of tile sizes, as GB/s of weight read.
+"""Batch-1 matrix-vector products of the decode step, per weight shape: cuBLAS (bf16) against chapter 40a's
+matrix-vector kernel (`gemv`) for bf16 and int8 weights, with its launch rule (`gemv_config`) and with the best of
+a grid of tile sizes, as GB/s of weight read.
 
-    python benchmarks/gpu/gemv_sweep.py [--shapes Qwen2.5-7B Qwen2.5-0.5B] [--out DIR]        (H200, ~4 min)
+    python benchmarks/gpu/gemv_sweep.py [--shapes Qwen2.5-7B Qwen2.5-0.5B] [--out DIR]        (H200, ~3 min)
 
 Each timing is one CUDA graph that runs the product over enough copies of the weight (>= 512 MB) that the 50 MB L2
 cache cannot hold them, divided by the number of copies: the figure includes the kernel-to-kernel gap of a graph, as
-the decode graph has. The Triton candidate (`gemv_kernel` below) streams BLOCK_N rows of the weight per program,
-multiplies and adds elementwise into a [BLOCK_N, BLOCK_K] fp32 tile and reduces once; chapter 40a takes the winner.
+the decode graph has. "rule" is what the engine runs; "best" says how much a better rule could gain.
 """
 import argparse
 import itertools
 import math
 
 import torch
-import torch.nn.functional as F
-import triton
-import triton.language as tl
 
 from common import copy_bandwidth, env, save, table
 
 
-@triton.jit
-def gemv_kernel(x_ptr, w_ptr, scale_ptr, y_ptr, N, K, stride_wn, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                HAS_SCALE: tl.constexpr):
-    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        rk = k0 + tl.arange(0, BLOCK_K)
-        w = tl.load(w_ptr + rn[:, None] * stride_wn + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K),
-                    other=0, eviction_policy="evict_first").to(tl.float32)
-        x = tl.load(x_ptr + rk, mask=rk < K, other=0.0).to(tl.float32)
-        acc += w * x[None, :]
-    y = tl.sum(acc, axis=1)
-    if HAS_SCALE:
-        y = y * tl.load(scale_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
-    tl.store(y_ptr + rn, y.to(y_ptr.dtype.element_ty), mask=rn < N)
-
-
 def shapes_of(name: str) -> dict:
-    d = {"Qwen2.5-7B": (3584, 18944, 28, 4, 128, 152064), "Qwen2.5-0.5B": (896, 4864, 14, 2, 64, 151936)}[name]
-    h, inter, heads, kv, hd, vocab = d
-    return {"qkv": (heads * hd + 2 * kv * hd, h), "q": (heads * hd, h), "k": (kv * hd, h), "o": (h, heads * hd),
-            "gate_up": (2 * inter, h), "gate": (inter, h), "down": (h, inter), "lm_head": (vocab, h)}
+    h, inter, heads, kv, hd, vocab = {"Qwen2.5-7B": (3584, 18944, 28, 4, 128, 152064),
+                                      "Qwen2.5-0.5B": (896, 4864, 14, 2, 64, 151936)}[name]
+    return {"qkv": (heads * hd + 2 * kv * hd, h), "o": (h, heads * hd), "gate_up": (2 * inter, h),
+            "down": (h, inter), "lm_head": (vocab, h)}
 
 
 def graph_us(fn, copies: int, repeats: int = 20) -> float:
@@ -66,11 +46,9 @@ def graph_us(fn, copies: int, repeats: int = 20) -> float:
     return sorted(ts)[len(ts) // 2]
 
 
-def configs():
-    for bn, bk, w, st in itertools.product((1, 2, 4, 8, 16), (512, 1024, 2048, 4096), (4, 8), (1, 3)):
-        per_thread = bn * bk / (32 * w)
-        if 4 <= per_thread <= 64:
-            yield bn, bk, w, st
+GRID = [dict(block_n=bn, block_k=bk, num_warps=w, num_stages=st)
+        for bn, bk, w, st in itertools.product((1, 2, 4, 8, 16), (512, 1024, 2048, 4096), (4, 8), (1, 3))
+        if 4 <= bn * bk / (32 * w) <= 64]
 
 
 def main() -> None:
@@ -78,70 +56,46 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=["Qwen2.5-7B", "Qwen2.5-0.5B"])
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    from mini_infer.kernels.triton_int8 import triton_int8_linear
+    from mini_infer.kernels.triton_int8 import gemv, gemv_config, num_sms
     from mini_infer.quant.int8 import quantize_int8
     bw = copy_bandwidth()
     res = {"env": env(), "copy_bandwidth_GBps": bw, "rows": []}
-    cfgs = list(configs())
     for shape in a.shapes:
         for proj, (N, K) in shapes_of(shape).items():
-            nbytes = N * K * 2
-            copies = max(2, math.ceil(512e6 / nbytes))
-            ws = [torch.randn(N, K, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(copies)]
             x = torch.randn(1, K, device="cuda", dtype=torch.bfloat16)
             y = torch.empty(1, N, device="cuda", dtype=torch.bfloat16)
             row = {"shape": shape, "proj": proj, "N": N, "K": K}
-            row["cublas_bf16_us"] = graph_us(lambda i: torch.mm(x, ws[i].t(), out=y), copies)
-            ref = F.linear(x, ws[0]).float()
-            best = None
-            for bn, bk, w, st in cfgs:
-                run = lambda i: gemv_kernel[(triton.cdiv(N, bn),)](x, ws[i], x, y, N, K, K, BLOCK_N=bn, BLOCK_K=bk,
-                                                                   HAS_SCALE=False, num_warps=w, num_stages=st)
-                run(0)
-                assert torch.allclose(y.float(), ref, atol=2e-2, rtol=2e-2), (bn, bk, w, st)
-                t = graph_us(run, copies, 5)
-                if best is None or t < best[0]:
-                    best = (t, (bn, bk, w, st))
-            row["triton_bf16_us"], row["triton_bf16_cfg"] = best[0], best[1]
-            bn, bk, w, st = best[1]
-            row["triton_bf16_us"] = graph_us(lambda i: gemv_kernel[(triton.cdiv(N, bn),)](
-                x, ws[i], x, y, N, K, K, BLOCK_N=bn, BLOCK_K=bk, HAS_SCALE=False, num_warps=w, num_stages=st), copies)
-            qs = [quantize_int8(wi) for wi in ws]
-            del ws
-            qcopies = max(2, math.ceil(512e6 / (N * K)))
-            qs = (qs * math.ceil(qcopies / len(qs)))[:qcopies] if len(qs) >= qcopies else qs + [
-                quantize_int8(torch.randn(N, K, device="cuda", dtype=torch.bfloat16)) for _ in range(qcopies - len(qs))]
-            row["int8_library_us"] = graph_us(lambda i: triton_int8_linear(x, qs[i][0], qs[i][1], out=y), qcopies)
-            best = None
-            for bn, bk, w, st in cfgs:
-                run = lambda i: gemv_kernel[(triton.cdiv(N, bn),)](x, qs[i][0], qs[i][1], y, N, K, K, BLOCK_N=bn,
-                                                                   BLOCK_K=bk, HAS_SCALE=True, num_warps=w,
-                                                                   num_stages=st)
-                t = graph_us(run, qcopies, 5)
-                if best is None or t < best[0]:
-                    best = (t, (bn, bk, w, st))
-            bn, bk, w, st = best[1]
-            row["int8_triton_cfg"] = best[1]
-            row["int8_triton_us"] = graph_us(lambda i: gemv_kernel[(triton.cdiv(N, bn),)](
-                x, qs[i][0], qs[i][1], y, N, K, K, BLOCK_N=bn, BLOCK_K=bk, HAS_SCALE=True, num_warps=w,
-                num_stages=st), qcopies)
-            del qs
-            torch.cuda.empty_cache()
-            for key in ("cublas_bf16", "triton_bf16"):
-                row[key + "_GBps"] = nbytes / row[key + "_us"] / 1e3
-            for key in ("int8_library", "int8_triton"):
-                row[key + "_GBps"] = N * K / row[key + "_us"] / 1e3
+            for kind in ("bf16", "int8"):
+                nbytes = N * K * (2 if kind == "bf16" else 1)
+                copies = max(2, math.ceil(512e6 / nbytes))
+                w0 = torch.randn(N, K, device="cuda", dtype=torch.bfloat16) * 0.02
+                ws = [(w0, None) if kind == "bf16" else quantize_int8(w0)]
+                ws += [(ws[0][0].clone(), None if ws[0][1] is None else ws[0][1].clone()) for _ in range(copies - 1)]
+                del w0
+                if kind == "bf16":
+                    row["cublas_us"] = graph_us(lambda i: torch.mm(x, ws[i][0].t(), out=y), copies)
+                run = lambda cfg: graph_us(lambda i: gemv(x, ws[i][0], ws[i][1], None, y, **cfg), copies, 5)
+                best = min((run(cfg), i) for i, cfg in enumerate(GRID))
+                row[f"{kind}_best_cfg"] = GRID[best[1]]
+                row[f"{kind}_best_us"] = graph_us(lambda i: gemv(x, ws[i][0], ws[i][1], None, y, **GRID[best[1]]), copies)
+                row[f"{kind}_rule_cfg"] = gemv_config(1, N, K, kind == "int8", num_sms(x.device))
+                row[f"{kind}_rule_us"] = graph_us(lambda i: gemv(x, ws[i][0], ws[i][1], None, y), copies)
+                row[f"{kind}_rule_GBps"] = nbytes / row[f"{kind}_rule_us"] / 1e3
+                if kind == "bf16":
+                    row["cublas_GBps"] = nbytes / row["cublas_us"] / 1e3
+                del ws
+                torch.cuda.empty_cache()
             res["rows"].append(row)
             print(row, flush=True)
     save("gemv_sweep", res, a.out)
-    print(f"\ncopy bandwidth {bw:,.0f} GB/s (read + write)")
-    print(table(["shape", "proj", "N", "K", "cuBLAS bf16 us", "GB/s", "Triton bf16 us", "GB/s", "cfg",
-                 "int8 lib us", "GB/s", "int8 best us", "GB/s", "cfg"],
-                [[r["shape"], r["proj"], r["N"], r["K"], r["cublas_bf16_us"], r["cublas_bf16_GBps"],
-                  r["triton_bf16_us"], r["triton_bf16_GBps"], str(r["triton_bf16_cfg"]), r["int8_library_us"],
-                  r["int8_library_GBps"], r["int8_triton_us"], r["int8_triton_GBps"], str(r["int8_triton_cfg"])]
-                 for r in res["rows"]]))
-    print("cfg = (BLOCK_N, BLOCK_K, num_warps, num_stages)")
+    print(f"\ncopy bandwidth {bw:,.0f} GB/s (read + write); one row (M = 1), microseconds per product")
+    print(table(["shape", "proj", "N", "K", "cuBLAS bf16", "GB/s", "gemv bf16 rule", "best", "GB/s (rule)",
+                 "int8 rule", "best", "GB/s (rule)", "int8 vs cuBLAS"],
+                [[r["shape"], r["proj"], r["N"], r["K"], r["cublas_us"], r["cublas_GBps"], r["bf16_rule_us"],
+                  r["bf16_best_us"], r["bf16_rule_GBps"], r["int8_rule_us"], r["int8_best_us"], r["int8_rule_GBps"],
+                  r["cublas_us"] / r["int8_rule_us"]] for r in res["rows"]]))
+    for r in res["rows"]:
+        print(f"{r['shape']:13s} {r['proj']:8s} best bf16 {r['bf16_best_cfg']}  best int8 {r['int8_best_cfg']}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from .sampling import Sampler, SamplingParams, make_generator
 from .scheduler import Scheduler
 from .sequence import Sequence, append_token, stream_delta
 from .tokenizer import Tokenizer
+from ..layers.basic import merge_projections
 from ..loader import load_model, resolve_dtype
 
 # %% ../../nbs/25_engine.ipynb #c5ebd1b1
@@ -139,7 +140,10 @@ def make_model_runner(model, num_blocks: int, block_size: int, dtype: torch.dtyp
     backend = attention_backend or ("triton" if on_gpu else "paged")
     if on_gpu:
         from mini_infer.kernels.triton_fused import use_triton_kernels   # triton is optional on the CPU
+        from mini_infer.kernels.triton_int8 import use_triton_gemv
+        merge_projections(model)
         use_triton_kernels(model)
+        use_triton_gemv(model)
     if on_gpu and not enforce_eager and getattr(model, "supports_cuda_graphs", False):
         runner = CUDAGraphModelRunner(model, num_blocks, block_size, dtype, device, sampler, backend,
                                       min(max_num_seqs, 256), max_model_len)

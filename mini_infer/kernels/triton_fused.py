@@ -152,8 +152,9 @@ def rotary_kernel(positions_ptr, q_ptr, k_ptr, cos_sin_ptr, q_out_ptr, k_out_ptr
     offs_d = tl.arange(0, BLOCK_HALF)
     idx = tl.load(positions_ptr + t).to(tl.int64) * (2 * HALF) + offs_d     # the cos half of the position's row
     in_table = (offs_d < HALF) & (idx >= 0) & (idx < num_positions * (2 * HALF))
-    cos = round_to(tl.load(cos_sin_ptr + idx, mask=in_table, other=float("nan")), DTYPE)[None, :]         # [1, D/2]
-    sin = round_to(tl.load(cos_sin_ptr + idx + HALF, mask=in_table, other=float("nan")), DTYPE)[None, :]  # [1, D/2]
+    cos = tl.load(cos_sin_ptr + idx, mask=in_table, other=float("nan")).to(tl.float32)
+    sin = tl.load(cos_sin_ptr + idx + HALF, mask=in_table, other=float("nan")).to(tl.float32)
+    cos, sin = round_to(cos, DTYPE)[None, :], round_to(sin, DTYPE)[None, :]                      # [1, D/2] each
     rotate_heads(q_ptr, q_out_ptr, stride_qt, stride_qh, stride_qot, stride_qoh, t, cos, sin, num_heads, DTYPE,
                  HALF, BLOCK_H, BLOCK_HALF)
     rotate_heads(k_ptr, k_out_ptr, stride_kt, stride_kh, stride_kot, stride_koh, t, cos, sin, num_kv_heads, DTYPE,
@@ -162,7 +163,7 @@ def rotary_kernel(positions_ptr, q_ptr, k_ptr, cos_sin_ptr, q_out_ptr, k_out_ptr
 # %% ../../nbs/10a_triton_fused.ipynb #3c801401
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor,
                      inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    "Neox RoPE of q [T, H, D] and k [T, Hkv, D] (strided rows allowed) from a [P, D] fp32 table; (q, k) rotated."
+    "Neox RoPE of q [T, H, D] and k [T, Hkv, D] (strided rows allowed) from a [P, D] float table; (q, k) rotated."
     (T, H, D), Hkv = q.shape, k.shape[1]
     if k.shape != (T, Hkv, D) or positions.shape != (T,) or cos_sin_cache.shape[1] != D or D % 2:
         raise ValueError(f"rotary_embedding needs positions [T], q [T, H, D], k [T, Hkv, D], cos_sin_cache [P, D], "
@@ -170,7 +171,8 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, 
                          f"{tuple(cos_sin_cache.shape)}")
     if q.dtype != k.dtype or q.dtype not in TL_DTYPES or q.stride(-1) != 1 or k.stride(-1) != 1:
         raise ValueError(f"q and k need one float dtype and a contiguous last dim, got {q.dtype} and {k.dtype}")
-    cos_sin_cache = cos_sin_cache.float().contiguous()
+    if cos_sin_cache.dtype not in TL_DTYPES or not cos_sin_cache.is_contiguous():   # model.to(bf16) makes it bf16:
+        cos_sin_cache = cos_sin_cache.float().contiguous()     # read as it is (a copy per call costs 12 us on 7B)
     q_out = q if inplace else torch.empty(q.shape, dtype=q.dtype, device=q.device)
     k_out = k if inplace else torch.empty(k.shape, dtype=k.dtype, device=k.device)
     if T > 0:

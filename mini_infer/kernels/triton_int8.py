@@ -4,12 +4,14 @@
 
 # %% auto #0
 __all__ = ['INT8_GEMV_MAX_M', 'int8_gemm_kernel', 'int8_gemm_config', 'int8_splitk_reduce_kernel', 'int8_gemm',
-           'check_int8_inputs', 'num_sms', 'int8_gemv_kernel', 'int8_gemv', 'triton_int8_linear']
+           'check_int8_inputs', 'num_sms', 'int8_to_float', 'gemv_kernel', 'gemv_config', 'gemv', 'triton_linear',
+           'use_triton_gemv', 'triton_int8_linear']
 
 # %% ../../nbs/40a_triton_int8.ipynb #18c78d30
 import functools
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 
@@ -133,17 +135,25 @@ def num_sms(device: torch.device) -> int:
 
 # %% ../../nbs/40a_triton_int8.ipynb #81febc3d
 @triton.jit
-def int8_gemv_kernel(x_ptr, q_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_xm, stride_qn, stride_ym,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr):
-    "y[m, n] = s[n] sum_k x[m, k] q[n, k] (+ b[n]) for M <= BLOCK_M rows: q streamed once, no tensor cores."
+def int8_to_float(q):
+    "Exact int8 -> fp32 without the integer-to-float unit: the bits 0x4B000080 + q are the float 2^23 + 128 + q."
+    return (q.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
+
+
+@triton.jit
+def gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INT8: tl.constexpr,
+                HAS_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr):
+    "y[m, n] = s[n] sum_k x[m, k] w[n, k] (+ b[n]) for M <= BLOCK_M rows: w (int8 or float) streamed once."
     rm = tl.arange(0, BLOCK_M)
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn                           # [BLOCK_N, 1]
     if BLOCK_M == 1:                         # one row: multiply-add elementwise, reduce over k once at the end
         acc_nk = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
         for k0 in range(0, K, BLOCK_K):
             rk = k0 + tl.arange(0, BLOCK_K)
-            w = tl.load(q_ptr + rn[:, None] * stride_qn + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K),
-                        other=0).to(tl.float32)                                     # [BLOCK_N, BLOCK_K], exact
+            w = tl.load(w_rows + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K), other=0)
+            w = int8_to_float(w) if INT8 else w.to(tl.float32)                      # [BLOCK_N, BLOCK_K], exact
             x = tl.load(x_ptr + rk, mask=rk < K, other=0.0).to(tl.float32)          # [BLOCK_K]
             acc_nk += w * x[None, :]
         acc = tl.sum(acc_nk, axis=1)[None, :]                                       # [1, BLOCK_N]
@@ -151,48 +161,84 @@ def int8_gemv_kernel(x_ptr, q_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_x
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         for k0 in range(0, K, BLOCK_K):
             rk = k0 + tl.arange(0, BLOCK_K)
-            w = tl.load(q_ptr + rn[:, None] * stride_qn + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K),
-                        other=0).to(tl.float32)                                     # [BLOCK_N, BLOCK_K], exact
+            w = tl.load(w_rows + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K), other=0)
+            w = int8_to_float(w) if INT8 else w.to(tl.float32)                      # [BLOCK_N, BLOCK_K], exact
             x = tl.load(x_ptr + rm[:, None] * stride_xm + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K),
                         other=0.0).to(tl.float32)                                   # [BLOCK_M, BLOCK_K]
             acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)                    # [BLOCK_M, BLOCK_N]
-    y = acc * tl.load(scale_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]          # scale once, chapter 40
+    y = acc
+    if HAS_SCALE:                                                                   # scale once, chapter 40
+        y = y * tl.load(scale_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     if HAS_BIAS:
         y += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], y.to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
-# %% ../../nbs/40a_triton_int8.ipynb #d8a66d3f
+# %% ../../nbs/40a_triton_int8.ipynb #4f8f615e
 INT8_GEMV_MAX_M = 4                     # rows up to which `triton_int8_linear` uses the matrix-vector kernel
 
 
-def int8_gemv(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
-              out: torch.Tensor, block_n: int | None = None, block_k: int | None = None, num_warps: int = 4) -> torch.Tensor:
-    "Launch the matrix-vector kernel for M <= 4 rows into out [M, N]; the tile width fills the multiprocessors."
-    (M, K), N = x.shape, qweight.shape[0]
+def gemv_config(M: int, N: int, K: int, int8: bool, num_sms: int) -> dict:
+    "Rows per program, columns per tile and warps for the matrix-vector kernel (the H200 sweep, condensed)."
+    if K >= 8192:                                                        # long rows: few, long programs
+        block_n, block_k, num_warps = 16, 1024, 8
+    else:
+        block_n = next((b for b in (16, 8, 4, 2) if triton.cdiv(N, b) >= 8 * num_sms), 1)
+        block_k, num_warps = (512 if block_n >= 4 else 1024), 4
+    block_m = triton.next_power_of_2(max(M, 1))
+    block_k = block_k * (2 if int8 else 1) // block_m                    # the same bytes (and registers) per tile
+    return dict(block_n=block_n, block_k=max(64, block_k), num_warps=num_warps)
+
+
+def gemv(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None, bias: torch.Tensor | None,
+         out: torch.Tensor, block_n: int | None = None, block_k: int | None = None,
+         num_warps: int | None = None, num_stages: int | None = None) -> torch.Tensor:
+    "Launch the matrix-vector kernel for M <= 4 rows into out [M, N]: int8 weights with scales, or float weights."
+    (M, K), N = x.shape, weight.shape[0]
     if M == 0:
         return out
-    block_m = triton.next_power_of_2(M)
-    block_n = block_n or next((b for b in (16, 8, 4) if triton.cdiv(N, b) >= 2 * num_sms(x.device)), 2)
-    block_k = block_k or max(64, min(1024, (4096 if block_m == 1 else 8192) // (block_m * block_n)))
-    interpreted = type(int8_gemv_kernel).__name__ == "InterpretedFunction"
+    int8 = weight.dtype == torch.int8
+    chosen = gemv_config(M, N, K, int8, num_sms(x.device))
+    block_n, block_k = block_n or chosen["block_n"], block_k or chosen["block_k"]
+    interpreted = type(gemv_kernel).__name__ == "InterpretedFunction"
     stage = out if not (interpreted and out.dtype == torch.bfloat16) else torch.empty(M, N, device=out.device)
-    int8_gemv_kernel[(triton.cdiv(N, block_n),)](
-        x, qweight, scale, scale if bias is None else bias, stage, M, N, K, x.stride(0), qweight.stride(0),
-        stage.stride(0), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, HAS_BIAS=bias is not None,
-        num_warps=num_warps)
+    any_ptr = x                                                          # a valid pointer, never read
+    gemv_kernel[(triton.cdiv(N, block_n),)](
+        x, weight, any_ptr if scale is None else scale, any_ptr if bias is None else bias, stage, M, N, K,
+        x.stride(0), weight.stride(0), stage.stride(0), BLOCK_M=triton.next_power_of_2(M), BLOCK_N=block_n,
+        BLOCK_K=block_k, INT8=int8, HAS_SCALE=scale is not None, HAS_BIAS=bias is not None,
+        num_warps=num_warps or chosen["num_warps"], **({} if num_stages is None else {"num_stages": num_stages}))
     if stage is not out:
         out.copy_(stage)                                                 # the interpreter truncates: torch rounds
     return out
 
 # %% ../../nbs/40a_triton_int8.ipynb #59ab16fb
+def triton_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    "x W^T + b for float weights: the matrix-vector kernel for one row on CUDA, `F.linear` otherwise."
+    x2 = x.reshape(-1, x.shape[-1])
+    if x2.shape[0] != 1 or not (x.is_cuda or type(gemv_kernel).__name__ == "InterpretedFunction"):
+        return F.linear(x, weight, bias)
+    x2 = x2 if x2.stride(-1) == 1 else x2.contiguous()
+    out = torch.empty(1, weight.shape[0], dtype=x.dtype, device=x.device)
+    return gemv(x2, weight, None, bias, out).view(*x.shape[:-1], weight.shape[0])
+
+
+def use_triton_gemv(model: torch.nn.Module, enable: bool = True) -> int:
+    "Set (or clear) `triton_linear` as the `kernel` hook of every float Column/RowParallelLinear; returns the count."
+    from mini_infer.layers.basic import ColumnParallelLinear, RowParallelLinear
+    layers = [m for m in model.modules() if isinstance(m, (ColumnParallelLinear, RowParallelLinear))]
+    for m in layers:
+        m.kernel = triton_linear if enable else None
+    return len(layers)
+
+# %% ../../nbs/40a_triton_int8.ipynb #1a78ebb7
 def triton_int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
                        *, out: torch.Tensor | None = None, **config) -> torch.Tensor:
     "y [M, N] = (x q^T) s + b with the W8A16 kernels; keywords (block_n=, split_k=, num_warps=, ...) override the rule."
     out = torch.empty(x.shape[0], qweight.shape[0], dtype=x.dtype, device=x.device) if out is None else out
     check_int8_inputs(x, qweight, scale, bias, out, type(int8_gemm_kernel).__name__ == "InterpretedFunction")
     if not config and x.shape[0] <= INT8_GEMV_MAX_M:                   # decode of a few sequences
-        return int8_gemv(x, qweight, scale, bias, out)
+        return gemv(x, qweight, scale, bias, out)
     chosen = int8_gemm_config(x.shape[0], qweight.shape[0], x.shape[1], num_sms(x.device))
     unknown = set(config) - set(chosen)
     if unknown:

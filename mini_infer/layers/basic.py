@@ -6,9 +6,10 @@
 __all__ = ['RMSNorm', 'rotate_half', 'RotaryEmbedding', 'LinearScalingRotaryEmbedding', 'DynamicNTKScalingRotaryEmbedding',
            'Llama3RotaryEmbedding', 'YaRNScalingRotaryEmbedding', 'get_rope', 'TensorParallelGroup', 'divide',
            'attach_weight_loader', 'load_shard', 'ColumnParallelLinear', 'RowParallelLinear', 'VocabParallelEmbedding',
-           'ParallelLMHead', 'get_act_fn', 'SiluAndMul', 'MLP']
+           'ParallelLMHead', 'get_act_fn', 'SiluAndMul', 'MLP', 'merge_linears', 'merge_projections']
 
 # %% ../../nbs/10_layers.ipynb #ae04ed24
+import copy
 import math
 from typing import Protocol
 
@@ -278,11 +279,14 @@ class ColumnParallelLinear(nn.Module):
         else:
             self.register_parameter("bias", None)
         attach_weight_loader(self)
+        self.kernel = None                                     # a matmul kernel(x, weight, bias), chapter 40a
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor) -> None:
         load_shard(param, loaded_weight, 0, self.tp_rank, self.tp_size)   # weight rows and bias entries
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is not None:
+            return self.kernel(x, self.weight, self.bias)
         return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
@@ -307,6 +311,7 @@ class RowParallelLinear(nn.Module):
         else:
             self.register_parameter("bias", None)
         attach_weight_loader(self)
+        self.kernel = None                                     # a matmul kernel(x, weight, bias), chapter 40a
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor) -> None:
         if param is self.bias:
@@ -315,7 +320,8 @@ class RowParallelLinear(nn.Module):
             load_shard(param, loaded_weight, 1, self.tp_rank, self.tp_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.linear(x, self.weight, self.bias if self.tp_rank == 0 else None)
+        bias = self.bias if self.tp_rank == 0 else None
+        out = F.linear(x, self.weight, bias) if self.kernel is None else self.kernel(x, self.weight, bias)
         if self.tp_size > 1 and self.tp_group is not None:
             out = self.tp_group.all_reduce(out)
         return out
@@ -409,8 +415,66 @@ class MLP(nn.Module):
         self.down_proj = RowParallelLinear(intermediate_size, hidden_size, bias=bias, tp_group=tp_group, **tp)
         self.act_fn = get_act_fn(hidden_act)
         self.kernel = None                                     # fused kernel(gate, up) = act(gate) * up, chapter 10a
+        self.gate_up_proj = None                               # one matmul for both, set by merge_projections()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_up_proj is not None:
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)   # two views of one [.., 2I] output
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
         if self.kernel is not None:
-            return self.down_proj(self.kernel(self.gate_proj(x), self.up_proj(x)))
-        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+            return self.down_proj(self.kernel(gate, up))
+        return self.down_proj(self.act_fn(gate) * up)
+
+    def merge_projections(self) -> None:
+        "From now on compute gate_proj and up_proj with one matmul (`merge_linears`); for the GPU."
+        if self.gate_up_proj is None:
+            self.gate_up_proj = merge_linears([self.gate_proj, self.up_proj])
+
+# %% ../../nbs/10_layers.ipynb #317c1a6f
+def merge_linears(parts: list[nn.Module]) -> nn.Module:
+    "One layer computing all `parts` (same class, same input) with one matmul; their tensors become views into it."
+    first = parts[0]
+    if (len({type(p) for p in parts}) != 1 or isinstance(first, RowParallelLinear)
+            or len({(p.in_features, p.tp_rank, p.tp_size) for p in parts}) != 1):
+        raise ValueError("merge_linears merges column-parallel layers of one class, input size and tensor-parallel "
+                         f"rank, got {[type(p).__name__ for p in parts]}")
+    merged = copy.copy(first)                                  # the class, tp rank, sizes and hooks of the first
+    merged._parameters, merged._buffers, merged._modules = {}, {}, {}
+    merged._non_persistent_buffers_set = set()
+    tensors = [(n, t, True) for n, t in first.named_parameters(recurse=False)]
+    tensors += [(n, t, False) for n, t in first.named_buffers(recurse=False)]
+    for name, _, is_param in tensors:
+        whole = torch.cat([getattr(p, name) for p in parts])   # [sum N_i, ...] rows in the parts' order
+        if is_param:
+            merged.register_parameter(name, nn.Parameter(whole, requires_grad=False))
+        else:
+            merged.register_buffer(name, whole)
+        start = 0
+        for p in parts:                                        # each part's rows become a view into `whole`
+            rows = getattr(p, name).shape[0]
+            view = whole[start:start + rows]
+            if is_param:
+                setattr(p, name, nn.Parameter(view, requires_grad=False))
+            else:
+                p._buffers[name] = view
+            start += rows
+    for name in ("bias", "weight"):                            # biases missing on all parts stay missing
+        if name not in merged._parameters and getattr(first, name, None) is None and name in first._parameters:
+            merged.register_parameter(name, None)
+    for p in parts:
+        if hasattr(p, "weight_loader"):
+            attach_weight_loader(p)                            # the new view parameters load through the part
+    merged.out_features = sum(p.out_features for p in parts)
+    if hasattr(first, "output_size_per_partition"):
+        merged.output_size_per_partition = sum(p.output_size_per_partition for p in parts)
+    merged.split_sizes = [getattr(p, "output_size_per_partition", p.out_features) for p in parts]
+    return merged
+
+
+def merge_projections(model: nn.Module) -> int:
+    "Call `merge_projections()` on every module of `model` that has one; returns how many merged."
+    mergeable = [m for m in model.modules() if callable(getattr(m, "merge_projections", None))]
+    for m in mergeable:
+        m.merge_projections()
+    return len(mergeable)

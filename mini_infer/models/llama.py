@@ -14,7 +14,7 @@ from torch import nn
 from ..config import ModelConfig
 from ..layers.attention import Attention, AttentionMetadata
 from ..layers.basic import (MLP, ColumnParallelLinear, ParallelLMHead, RMSNorm, RowParallelLinear,
-                                     VocabParallelEmbedding, get_rope)
+                                     VocabParallelEmbedding, get_rope, merge_linears)
 
 # %% ../../nbs/12_llama.ipynb #1d390adb
 class LlamaAttention(nn.Module):
@@ -37,17 +37,27 @@ class LlamaAttention(nn.Module):
         self.rotary_emb = rope                                  # shared by all layers, holds no weights
         window = config.sliding_window if config.layer_types[layer_idx] == "sliding_attention" else None
         self.attn = Attention(self.num_heads, self.num_kv_heads, D, D ** -0.5, sliding_window=window)
+        self.qkv_proj = None                                    # one matmul for q, k, v: merge_projections()
 
     def forward(self, positions: torch.Tensor, hidden: torch.Tensor, md: AttentionMetadata) -> torch.Tensor:
         T = hidden.shape[0]
-        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)        # [T, H, D]
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)     # [T, Hkv, D]
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)     # [T, Hkv, D]
+        if self.qkv_proj is not None:                                         # merged (GPU): views of one output
+            q, k, v = self.qkv_proj(hidden).split(self.qkv_proj.split_sizes, dim=-1)
+        else:
+            q, k, v = self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)
+        q = q.view(T, self.num_heads, self.head_dim)                          # [T, H, D]
+        k = k.view(T, self.num_kv_heads, self.head_dim)                       # [T, Hkv, D]
+        v = v.view(T, self.num_kv_heads, self.head_dim)                       # [T, Hkv, D]
         if hasattr(self, "q_norm"):                                           # Qwen3 QK-norm, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = self.rotary_emb(positions, q, k)
         o = self.attn(q, k, v, md)                                            # [T, H, D]
         return self.o_proj(o.reshape(T, self.num_heads * self.head_dim))
+
+    def merge_projections(self) -> None:
+        "From now on compute q, k and v with one matmul (chapter 10's `merge_linears`); for the GPU."
+        if self.qkv_proj is None:
+            self.qkv_proj = merge_linears([self.q_proj, self.k_proj, self.v_proj])
 
 # %% ../../nbs/12_llama.ipynb #cb24b499
 class LlamaDecoderLayer(nn.Module):
