@@ -180,13 +180,12 @@ INT8_GEMV_MAX_M = 4                     # rows up to which `triton_int8_linear` 
 
 def gemv_config(M: int, N: int, K: int, int8: bool, num_sms: int) -> dict:
     "Rows per program, columns per tile and warps for the matrix-vector kernel (the H200 sweep, condensed)."
-    if K >= 8192:                                                        # long rows: few, long programs
-        block_n, block_k, num_warps = 16, 1024, 8
+    if K >= 8192:                                                        # long rows: fewer, longer programs
+        block_n, block_k, num_warps = (4, 1024, 4) if int8 else (16, 1024, 8)
     else:
-        block_n = next((b for b in (16, 8, 4, 2) if triton.cdiv(N, b) >= 8 * num_sms), 1)
+        block_n = next((b for b in (8, 4) if triton.cdiv(N, b) >= 6 * num_sms), 2)
         block_k, num_warps = (512 if block_n >= 4 else 1024), 4
-    block_m = triton.next_power_of_2(max(M, 1))
-    block_k = block_k * (2 if int8 else 1) // block_m                    # the same bytes (and registers) per tile
+    block_k //= triton.next_power_of_2(max(M, 1))                         # the same registers per tile for M rows
     return dict(block_n=block_n, block_k=max(64, block_k), num_warps=num_warps)
 
 
