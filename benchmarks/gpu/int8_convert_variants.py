@@ -19,7 +19,7 @@ import triton.language as tl
 from common import env, save, table
 from gemv_sweep import graph_us
 
-PRMT = """{
+PRMT = tl.constexpr("""{
 .reg .b32 t, m;
 mov.b32 m, 0x4B000000;
 xor.b32 t, $4, 0x80808080;
@@ -27,7 +27,7 @@ prmt.b32 $0, t, m, 0x7540;
 prmt.b32 $1, t, m, 0x7541;
 prmt.b32 $2, t, m, 0x7542;
 prmt.b32 $3, t, m, 0x7543;
-}"""
+}""")
 
 
 @triton.jit
