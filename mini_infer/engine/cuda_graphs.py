@@ -30,40 +30,52 @@ def decode_batch_sizes(max_batch: int) -> list[int]:
 # %% ../../nbs/24a_cuda_graphs.ipynb #20d81ddf
 @dataclass
 class DecodeBuffers:
-    "The fixed-address inputs of a captured decode step, at the largest batch size."
-    input_ids: torch.Tensor        # [B] int64
-    positions: torch.Tensor        # [B] int64
-    slot_mapping: torch.Tensor     # [B] int64
+    "The fixed-address inputs of a captured decode step, at the largest batch size, and their host mirrors."
+    input_ids: torch.Tensor        # [B] int64, row 0 of `packed`
+    positions: torch.Tensor        # [B] int64, row 1 of `packed`
+    slot_mapping: torch.Tensor     # [B] int64, row 2 of `packed`
     seq_lens: torch.Tensor         # [B] int32
     cu_seqlens_q: torch.Tensor     # [B + 1] int32, always 0, 1, ..., B: one new token per sequence
     block_tables: torch.Tensor     # [B, max_blocks] int32
+    packed: torch.Tensor           # [3, B] int64: ids, positions, slots (one copy per step)
+    host_packed: torch.Tensor      # [3, B] int64, pinned on CUDA
+    host_seq_lens: torch.Tensor    # [B] int32, pinned on CUDA
+    host_block_tables: torch.Tensor  # [B, max_blocks] int32, pinned on CUDA
 
     @classmethod
     def allocate(cls, max_batch: int, max_blocks: int, device) -> "DecodeBuffers":
         i64, i32 = dict(dtype=torch.int64, device=device), dict(dtype=torch.int32, device=device)
-        return cls(torch.zeros(max_batch, **i64), torch.zeros(max_batch, **i64), torch.zeros(max_batch, **i64),
-                   torch.ones(max_batch, **i32), torch.arange(max_batch + 1, **i32),
-                   torch.zeros(max_batch, max_blocks, **i32))
+        pin = torch.device(device).type == "cuda"
+        packed = torch.zeros(3, max_batch, **i64)
+        return cls(packed[0], packed[1], packed[2], torch.ones(max_batch, **i32), torch.arange(max_batch + 1, **i32),
+                   torch.zeros(max_batch, max_blocks, **i32), packed,
+                   torch.zeros(3, max_batch, dtype=torch.int64, pin_memory=pin),
+                   torch.ones(max_batch, dtype=torch.int32, pin_memory=pin),
+                   torch.zeros(max_batch, max_blocks, dtype=torch.int32, pin_memory=pin))
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #77e1eced
 def fill_decode_buffers(buf: DecodeBuffers, seqs: list[Sequence], size: int, block_size: int, pad_block: int) -> None:
     "Copy one decode step of `seqs` into rows [0, B) of `buf`, and the padding sequence into rows [B, size)."
     p, b = block_size, len(seqs)
-    ids, pos, slots, lens = [], [], [], []
+    ids, pos, slots = [], [], []
     for seq in seqs:
         c = seq.num_computed_tokens                                  # the new token's position
-        ids.append(seq.token_ids[c]); pos.append(c); lens.append(c + 1)
+        ids.append(seq.token_ids[c]); pos.append(c)
         slots.append(seq.block_table[c // p] * p + c % p)
-    pad = size - b
-    host = torch.from_numpy(np.array([ids + [0] * pad, pos + [0] * pad, slots + [pad_block * p] * pad, lens + [1] * pad]))
-    for dst, src in zip((buf.input_ids, buf.positions, buf.slot_mapping, buf.seq_lens), host):   # [4, size]
-        dst[:size].copy_(src, non_blocking=True)
+    host, lens_h = buf.host_packed.numpy(), buf.host_seq_lens.numpy()   # views of the (pinned) mirrors
+    host[:, :b] = ids, pos, slots
+    host[:, b:size] = [[0], [0], [pad_block * p]]                    # padded rows: token 0 at the pad block
+    lens_h[:b] = host[1, :b] + 1
+    lens_h[b:size] = 1
     lens = np.array([len(seq.block_table) for seq in seqs])                                  # [B]
     flat = np.fromiter(itertools.chain.from_iterable(seq.block_table for seq in seqs), np.int32, int(lens.sum()))
-    tables = np.full((b, lens.max()), pad_block, dtype=np.int32)                             # [B, width]
-    tables[np.arange(tables.shape[1]) < lens[:, None]] = flat        # numpy: torch.tensor(list) is 3x slower
-    buf.block_tables[:b, : tables.shape[1]].copy_(torch.from_numpy(tables), non_blocking=True)
-    buf.block_tables[b:size, 0] = pad_block
+    width = int(lens.max())
+    tables = buf.host_block_tables.numpy()[:size, :width]                                    # [size, width] view
+    tables[:] = pad_block
+    tables[:b][np.arange(width) < lens[:, None]] = flat              # numpy: torch.tensor(list) is 3x slower
+    buf.packed[:, :size].copy_(buf.host_packed[:, :size], non_blocking=True)
+    buf.seq_lens[:size].copy_(buf.host_seq_lens[:size], non_blocking=True)
+    buf.block_tables[:size, :width].copy_(buf.host_block_tables[:size, :width], non_blocking=True)
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #4393a072
 def decode_metadata(buf: DecodeBuffers, size: int, block_size: int, max_model_len: int) -> AttentionMetadata:
