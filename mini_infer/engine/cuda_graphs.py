@@ -73,9 +73,9 @@ def fill_decode_buffers(buf: DecodeBuffers, seqs: list[Sequence], size: int, blo
     tables = buf.host_block_tables.numpy()[:size, :width]                                    # [size, width] view
     tables[:] = pad_block
     tables[:b][np.arange(width) < lens[:, None]] = flat              # numpy: torch.tensor(list) is 3x slower
-    buf.packed[:, :size].copy_(buf.host_packed[:, :size], non_blocking=True)
+    buf.packed.copy_(buf.host_packed, non_blocking=True)             # whole: 24 bytes a row, and contiguous
     buf.seq_lens[:size].copy_(buf.host_seq_lens[:size], non_blocking=True)
-    buf.block_tables[:size, :width].copy_(buf.host_block_tables[:size, :width], non_blocking=True)
+    buf.block_tables[:size].copy_(buf.host_block_tables[:size], non_blocking=True)   # whole rows: contiguous
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #4393a072
 def decode_metadata(buf: DecodeBuffers, size: int, block_size: int, max_model_len: int) -> AttentionMetadata:
