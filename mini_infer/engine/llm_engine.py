@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['QUANTIZATION_METHODS', 'CompletionOutput', 'RequestOutput', 'StreamOutput', 'to_token_ids', 'check_fits',
-           'resolve_device', 'check_engine_options', 'make_model_runner', 'LLMEngine', 'add_request', 'abort', 'step',
-           'stats', 'has_unfinished_requests', 'request_output', 'prompt_logits', 'RequestStream', 'EngineThread',
-           'LLM']
+           'resolve_device', 'check_engine_options', 'use_gpu_kernels', 'make_model_runner', 'LLMEngine', 'add_request',
+           'abort', 'step', 'stats', 'has_unfinished_requests', 'request_output', 'prompt_logits', 'RequestStream',
+           'EngineThread', 'LLM']
 
 # %% ../../nbs/25_engine.ipynb #3bc37935
 import asyncio
@@ -132,6 +132,13 @@ def check_engine_options(block_size, max_num_seqs, max_num_batched_tokens, num_k
             raise ValueError(f"{name}={value!r} is not supported yet (supported: {ok!r})")
 
 # %% ../../nbs/25_engine.ipynb #82a700a3
+def use_gpu_kernels(model) -> dict:
+    "What the CUDA runner does to a model: merge q/k/v and gate/up, set the Triton kernel hooks; the counts."
+    from mini_infer.kernels.triton_fused import use_triton_kernels   # triton is optional on the CPU
+    from mini_infer.kernels.triton_int8 import use_triton_gemv
+    return {"merged": merge_projections(model), "fused": use_triton_kernels(model), "gemv": use_triton_gemv(model)}
+
+
 def make_model_runner(model, num_blocks: int, block_size: int, dtype: torch.dtype, device: torch.device,
                       sampler: Sampler, max_num_seqs: int, max_model_len: int, enforce_eager: bool = False,
                       attention_backend: str | None = None) -> ModelRunner:
@@ -139,11 +146,7 @@ def make_model_runner(model, num_blocks: int, block_size: int, dtype: torch.dtyp
     on_gpu = device.type == "cuda"
     backend = attention_backend or ("triton" if on_gpu else "paged")
     if on_gpu:
-        from mini_infer.kernels.triton_fused import use_triton_kernels   # triton is optional on the CPU
-        from mini_infer.kernels.triton_int8 import use_triton_gemv
-        merge_projections(model)
-        use_triton_kernels(model)
-        use_triton_gemv(model)
+        use_gpu_kernels(model)
     if on_gpu and not enforce_eager and getattr(model, "supports_cuda_graphs", False):
         runner = CUDAGraphModelRunner(model, num_blocks, block_size, dtype, device, sampler, backend,
                                       min(max_num_seqs, 256), max_model_len)
