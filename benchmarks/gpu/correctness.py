@@ -9,7 +9,7 @@ By default on a random Qwen2.5-0.5B-shaped model (synthetic weights, both sides 
 uses a real checkpoint instead (e.g. the bundled SmolLM2 GGUF; transformers loads the same file), with English
 prompts: trained weights give peaked next-token distributions, so bf16 rounding rarely flips an argmax.
 
-    python benchmarks/gpu/correctness.py [--gguf PATH] [--device cuda] [--num 32] [--out DIR]   (H200, ~1 min)
+    python benchmarks/gpu/correctness.py [--gguf PATH] [--device cuda] [--num 32] [--alone] [--out DIR]   (H200, ~1 min)
 """
 import argparse
 import random
@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--gguf", default=None, help="a real checkpoint (.gguf) instead of the random shape")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--num", type=int, default=32, help="bf16 prompts (fp32 uses a quarter)")
+    ap.add_argument("--alone", action="store_true", help="also serve each prompt alone (batch 1, as HF runs them)")
     a = ap.parse_args()
     rng = random.Random(0)
     res = {"env": env(), "model": a.gguf and Path(a.gguf).name or f"random {a.shape}", "device": a.device}
@@ -70,6 +71,7 @@ def main() -> None:
             make_hf = lambda at: hf_twin(llm, a.shape, dtype, at)
         same_rule = SamplingParams(temperature=0, max_tokens=n, min_tokens=n, ignore_eos=True)   # HF's min_new_tokens
         ours = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]                # bans EOS until n
+        alone = [llm.generate([p], same_rule)[0].outputs[0].token_ids for p in prompts] if a.alone else None
         hf = make_hf(attn)
         ref = [hf_greedy(hf, p, n) for p in prompts]
         key = "fp32" if dtype == torch.float32 else "bf16"
@@ -86,6 +88,11 @@ def main() -> None:
         res[key] = {"prompts": num, "tokens": n, "identical": same, "hf_attention": attn,
                     "first_differing_token": first_diff,
                     "graphs": bool(getattr(llm.engine.runner, "graphs", None))}
+        if alone is not None:                                       # the same prompts served one at a time
+            res[key]["identical_served_alone"] = sum(o == r for o, r in zip(alone, ref))
+            res[key]["alone_equals_together"] = sum(x == y for x, y in zip(alone, ours))
+            print(f"{key}, prompts served one at a time: {res[key]['identical_served_alone']}/{num} identical to HF "
+                  f"({attn}); {res[key]['alone_equals_together']}/{num} equal to the batched run", flush=True)
         print(f"{key}: {same}/{num} prompts with all {n} greedy tokens identical to HF ({attn}); first differing "
               f"token per prompt: {first_diff}", flush=True)
         del llm, hf
