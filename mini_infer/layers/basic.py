@@ -9,7 +9,6 @@ __all__ = ['RMSNorm', 'rotate_half', 'RotaryEmbedding', 'LinearScalingRotaryEmbe
            'ParallelLMHead', 'get_act_fn', 'SiluAndMul', 'MLP', 'merge_linears', 'merge_projections']
 
 # %% ../../nbs/10_layers.ipynb #ae04ed24
-import copy
 import math
 from typing import Protocol
 
@@ -439,9 +438,11 @@ def merge_linears(parts: list[nn.Module]) -> nn.Module:
             or len({(p.in_features, p.tp_rank, p.tp_size) for p in parts}) != 1):
         raise ValueError("merge_linears merges column-parallel layers of one class, input size and tensor-parallel "
                          f"rank, got {[type(p).__name__ for p in parts]}")
-    merged = copy.copy(first)                                  # the class, tp rank, sizes and hooks of the first
-    merged._parameters, merged._buffers, merged._modules = {}, {}, {}
-    merged._non_persistent_buffers_set = set()
+    merged = type(first).__new__(type(first))                  # the first part's class and plain attributes (tp
+    nn.Module.__init__(merged)                                 # rank, sizes, `kernel`), its own parameter, buffer
+    for key, value in first.__dict__.items():                  # and hook tables
+        merged.__dict__.setdefault(key, value)
+    merged.training = first.training
     tensors = [(n, t, True) for n, t in first.named_parameters(recurse=False)]
     tensors += [(n, t, False) for n, t in first.named_buffers(recurse=False)]
     for name, _, is_param in tensors:
