@@ -435,6 +435,7 @@ def merge_linears(parts: list[nn.Module]) -> nn.Module:
     "One layer computing all `parts` (same class, same input) with one matmul; their tensors become views into it."
     first = parts[0]
     if (len({type(p) for p in parts}) != 1 or isinstance(first, RowParallelLinear)
+            or getattr(first, "is_row_parallel", False)                           # chapter 40's Int8Linear
             or len({(p.in_features, p.tp_rank, p.tp_size) for p in parts}) != 1):
         raise ValueError("merge_linears merges column-parallel layers of one class, input size and tensor-parallel "
                          f"rank, got {[type(p).__name__ for p in parts]}")
@@ -443,9 +444,9 @@ def merge_linears(parts: list[nn.Module]) -> nn.Module:
     for key, value in first.__dict__.items():                  # and hook tables
         merged.__dict__.setdefault(key, value)
     merged.training = first.training
-    tensors = [(n, t, True) for n, t in first.named_parameters(recurse=False)]
-    tensors += [(n, t, False) for n, t in first.named_buffers(recurse=False)]
-    for name, _, is_param in tensors:
+    tensors = [(n, True) for n, _ in first.named_parameters(recurse=False)]
+    tensors += [(n, False) for n, _ in first.named_buffers(recurse=False)]
+    for name, is_param in tensors:
         whole = torch.cat([getattr(p, name) for p in parts])   # [sum N_i, ...] rows in the parts' order
         if is_param:
             merged.register_parameter(name, nn.Parameter(whole, requires_grad=False))
