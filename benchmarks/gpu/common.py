@@ -87,9 +87,9 @@ def seconds(fn, repeats: int = 3) -> float:
     return statistics.median(ts)
 
 
-def ms_per_step(gen, n: int = 129) -> float:
-    "ms per decode step: (time of gen(n) - time of gen(1)) / (n - 1), so prefill and set-up cancel."
-    return (seconds(lambda: gen(n)) - seconds(lambda: gen(1))) / (n - 1) * 1e3
+def ms_per_step(gen, n: int = 129, repeats: int = 7) -> float:
+    "ms per decode step: (time of gen(n) - time of gen(1)) / (n - 1), so prefill and set-up cancel (medians)."
+    return (seconds(lambda: gen(n), repeats) - seconds(lambda: gen(1), repeats)) / (n - 1) * 1e3
 
 
 def env() -> dict:
