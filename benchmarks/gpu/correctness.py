@@ -2,8 +2,9 @@
 transformers:
 
 - fp32: greedy continuations token-identical to HF fp32 (eager attention), prompts served together;
-- bf16: how many of 32 prompts keep their first 16 greedy tokens identical to HF bf16 (SDPA), and, as the
-  model's own sensitivity, how often HF eager and HF SDPA agree with each other.
+- bf16: how many of 32 prompts keep their first 16 greedy tokens identical to HF bf16 (SDPA, one prompt at a
+  time), and, as the model's own sensitivity, how often HF agrees with itself: eager against SDPA attention, and
+  all prompts in one left-padded batch against one at a time.
 
 By default on a random Qwen2.5-0.5B-shaped model (synthetic weights, both sides the same tensors). `--gguf PATH`
 uses a real checkpoint instead (e.g. the bundled SmolLM2 GGUF; transformers loads the same file), with English
@@ -38,6 +39,16 @@ def hf_greedy(hf, prompt: list[int], n: int) -> list[int]:
         out = hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n, min_new_tokens=n,
                           pad_token_id=0)
     return out[0, len(prompt):].tolist()
+
+
+def hf_greedy_batched(hf, prompts: list[list[int]], n: int) -> list[list[int]]:
+    "HF greedy over all prompts in one left-padded batch (how `generate` serves a batch)."
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts], device=hf.device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=hf.device)
+    with torch.no_grad():
+        out = hf.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=n, min_new_tokens=n, pad_token_id=0)
+    return out[:, width:].tolist()
 
 
 def hf_gguf(path: Path, dtype: torch.dtype, device: str, attn: str):
@@ -83,6 +94,10 @@ def main() -> None:
             print(f"bf16: HF eager vs HF sdpa: {res['bf16_hf_eager_vs_hf_sdpa_identical']}/{num} identical; ours vs "
                   f"HF eager: {res['bf16_ours_vs_hf_eager_identical']}/{num}", flush=True)
             del hf_e
+            ref_b = hf_greedy_batched(hf, prompts, n)              # HF's own batch against one prompt at a time
+            res["bf16_hf_batched_vs_hf_alone_identical"] = sum(x == y for x, y in zip(ref_b, ref))
+            print(f"bf16: HF sdpa, one left-padded batch vs one prompt at a time: "
+                  f"{res['bf16_hf_batched_vs_hf_alone_identical']}/{num} identical", flush=True)
         same = sum(o == r for o, r in zip(ours, ref))
         first_diff = [next((i for i, (x, y) in enumerate(zip(o, r)) if x != y), None) for o, r in zip(ours, ref)]
         res[key] = {"prompts": num, "tokens": n, "identical": same, "hf_attention": attn,
