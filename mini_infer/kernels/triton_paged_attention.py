@@ -161,10 +161,11 @@ def triton_store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tenso
                     slot_mapping: torch.Tensor) -> None:
     "`store_kv_pair` in one launch: k, v [T, Hkv, D] (rows may be strided) into contiguous caches [N, P, Hkv, D]."
     T, hkv, d = k.shape
+    compiled = type(store_kv_kernel).__name__ != "InterpretedFunction"
     fits = (k.dtype == v.dtype == k_cache.dtype == v_cache.dtype and v.shape == k.shape
-            and k_cache.shape == v_cache.shape and k_cache.shape[2:] == (hkv, d) and k_cache.is_contiguous()
-            and v_cache.is_contiguous() and k.stride(-1) == 1 and v.stride(-1) == 1)
-    if not fits:                                                   # a cast or an odd layout: the general path
+            and (k.is_cuda or not compiled) and k_cache.shape == v_cache.shape and k_cache.shape[2:] == (hkv, d)
+            and k_cache.is_contiguous() and v_cache.is_contiguous() and k.stride(-1) == 1 and v.stride(-1) == 1)
+    if not fits:                                   # a cast, an odd layout, CPU tensors and compiled kernels
         return store_kv_pair(k_cache, v_cache, k, v, slot_mapping)
     if T > 0:
         store_kv_kernel[(T,)](k, v, k_cache, v_cache, slot_mapping, k.stride(0), k.stride(1), v.stride(0),
