@@ -1,9 +1,10 @@
 """The model transformations of the CUDA path, run on the CPU under Triton's interpreter.
 
 On CUDA the engine calls `use_gpu_kernels(model)` (chapter 25): q/k/v and gate/up merged into one matrix each, the
-fused Triton norms, RoPE and SiLU-and-mul, and the Triton matrix-vector kernel for one-row products. CI has no GPU,
-so this test applies that same function to a CPU engine with `TRITON_INTERPRET=1` (process-wide, hence a
-subprocess) and compares it with the untouched CPU engine: fp32 logits to summation-order rounding, greedy
+fused Triton norms, RoPE and SiLU-and-mul, and the Triton matrix-vector kernel for one-row products; its attention
+backend is the Triton decode kernel, which brings the one-launch K/V cache write. CI has no GPU, so this test
+applies that same function to a CPU engine with the Triton backend and `TRITON_INTERPRET=1` (process-wide, hence a
+subprocess) and compares it with the untouched CPU engine (the paged backend): fp32 logits to summation-order rounding, greedy
 continuations token for token, through the batched paged engine, for Qwen2 (q/k/v biases) and Qwen3 (q/k norms on
 the merged views), in fp32 and with int8 weights (chapter 40's quantization before the merge, as on CUDA).
 """
@@ -29,8 +30,11 @@ SCRIPT = textwrap.dedent("""
         with tempfile.TemporaryDirectory() as d:
             path = save_tiny(hf_tiny_model(cfg), d)
             for quant in (None, "int8"):
-                ref, gpu = (LLM(path, block_size=4, max_num_batched_tokens=16, quantization=quant) for _ in range(2))
+                ref, gpu = (LLM(path, block_size=4, max_num_batched_tokens=16, quantization=quant,
+                                attention_backend=backend) for backend in ("paged", "triton"))
                 counts = use_gpu_kernels(gpu.model)
+                stores = {m.store.__name__ for m in gpu.model.modules() if hasattr(m, "store")}
+                assert stores == {"triton_store_kv"}, stores            # K and V in one launch, as on CUDA
                 layers = cfg["num_hidden_layers"]
                 assert counts["merged"] == 2 * layers and counts["fused"] > 0, counts
                 diff = (gpu.logits(prompts[1]) - ref.logits(prompts[1])).abs().max().item()
