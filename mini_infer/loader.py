@@ -12,6 +12,7 @@ import torch
 
 from .config import ModelConfig
 from .engine.tokenizer import Tokenizer
+from .layers.basic import RotaryEmbedding
 from .models.llama import get_model_class
 from .weights import bundled_model_path, iter_safetensors, load_weights, read_gguf
 
@@ -52,7 +53,12 @@ def load_model(model=None, dtype=torch.float32, device="cpu", load_format: str =
         net.load_weights(weights)          # a family with its own rules (e.g. DeepSeek skips multi-token prediction)
     else:
         load_weights(net, weights)
-    return config, net.to(device=device, dtype=dtype).eval(), tokenizer
+    net = net.to(device=device, dtype=dtype).eval()
+    if torch.device(device).type != "cpu":                    # RoPE tables with the GPU's cos and sin (chapter 10)
+        for m in net.modules():
+            if isinstance(m, RotaryEmbedding):
+                m.recompute_on_device()
+    return config, net, tokenizer
 
 # %% ../nbs/16_loader.ipynb #0bf5964a
 @torch.no_grad()

@@ -1,10 +1,10 @@
 """The model transformations of the CUDA path, run on the CPU under Triton's interpreter.
 
-On CUDA the engine calls `use_gpu_kernels(model)` (chapter 25): q/k/v and gate/up merged into one matrix each, the
-fused Triton norms, RoPE and SiLU-and-mul, and the Triton matrix-vector kernel for one-row products; its attention
-backend is the Triton decode kernel, which brings the one-launch K/V cache write. CI has no GPU, so this test
-applies that same function to a CPU engine with the Triton backend and `TRITON_INTERPRET=1` (process-wide, hence a
-subprocess) and compares it with the untouched CPU engine (the paged backend): fp32 logits to summation-order rounding, greedy
+On CUDA the engine's default `kernels="triton"` calls `use_gpu_kernels(model)` (chapter 25): q/k/v and gate/up
+merged into one matrix each, the fused Triton norms, RoPE and SiLU-and-mul, and the Triton matrix-vector kernel for
+one-row products; its attention backend is the Triton decode kernel, which brings the one-launch K/V cache write.
+CI has no GPU, so this test asks a CPU engine for `kernels="triton"` under `TRITON_INTERPRET=1` (process-wide, hence
+a subprocess) and compares it with the plain CPU engine (the paged backend): fp32 logits to summation-order rounding, greedy
 continuations token for token, through the batched paged engine, for Qwen2 (q/k/v biases) and Qwen3 (q/k norms on
 the merged views), in fp32 and with int8 weights (chapter 40's quantization before the merge, as on CUDA).
 """
@@ -18,7 +18,6 @@ from conftest import ENV, ROOT
 SCRIPT = textwrap.dedent("""
     import tempfile, torch
     from mini_infer import LLM, SamplingParams
-    from mini_infer.engine.llm_engine import use_gpu_kernels
     from mini_infer.oracle import hf_tiny_model, save_tiny
     from mini_infer.quant.int8 import quantize_model
     from mini_infer.testing import tiny_config
@@ -30,9 +29,12 @@ SCRIPT = textwrap.dedent("""
         with tempfile.TemporaryDirectory() as d:
             path = save_tiny(hf_tiny_model(cfg), d)
             for quant in (None, "int8"):
-                ref, gpu = (LLM(path, block_size=4, max_num_batched_tokens=16, quantization=quant,
-                                attention_backend=backend) for backend in ("paged", "triton"))
-                counts = use_gpu_kernels(gpu.model)
+                ref, gpu = (LLM(path, block_size=4, max_num_batched_tokens=16, quantization=quant, kernels=kernels)
+                            for kernels in ("torch", "triton"))
+                modules = list(gpu.model.modules())
+                counts = {"merged": sum(getattr(m, a, None) is not None for m in modules
+                                        for a in ("qkv_proj", "gate_up_proj")),
+                          "fused": sum(getattr(m, "kernel", None) is not None for m in modules)}
                 stores = {m.store.__name__ for m in gpu.model.modules() if hasattr(m, "store")}
                 assert stores == {"triton_store_kv"}, stores            # K and V in one launch, as on CUDA
                 layers = cfg["num_hidden_layers"]

@@ -4,7 +4,9 @@ transformers:
 - fp32: greedy continuations token-identical to HF fp32 (eager attention), prompts served together;
 - bf16: how many of 32 prompts keep their first 16 greedy tokens identical to HF bf16 (SDPA, one prompt at a
   time), and, as the model's own sensitivity, how often HF agrees with itself: eager against SDPA attention, and
-  all prompts in one left-padded batch against one at a time.
+  all prompts in one left-padded batch against one at a time;
+- bf16 with `kernels="torch"` (transformers' PyTorch calls, chapter 25): the same count, prompts served one at a
+  time (as HF runs them) and served together.
 
 By default on a random Qwen2.5-0.5B-shaped model (synthetic weights, both sides the same tensors). `--gguf PATH`
 uses a real checkpoint instead (e.g. the bundled SmolLM2 GGUF; transformers loads the same file), with English
@@ -82,6 +84,7 @@ def main() -> None:
             make_hf = lambda at: hf_twin(llm, a.shape, dtype, at)
         same_rule = SamplingParams(temperature=0, max_tokens=n, min_tokens=n, ignore_eos=True)   # HF's min_new_tokens
         ours = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]                # bans EOS until n
+        graphs = bool(getattr(llm.engine.runner, "graphs", None))
         alone = [llm.generate([p], same_rule)[0].outputs[0].token_ids for p in prompts] if a.alone else None
         hf = make_hf(attn)
         ref = [hf_greedy(hf, p, n) for p in prompts]
@@ -98,11 +101,24 @@ def main() -> None:
             res["bf16_hf_batched_vs_hf_alone_identical"] = sum(x == y for x, y in zip(ref_b, ref))
             print(f"bf16: HF sdpa, one left-padded batch vs one prompt at a time: "
                   f"{res['bf16_hf_batched_vs_hf_alone_identical']}/{num} identical", flush=True)
+            del llm                                                 # now with transformers' own kernels (chapter 25)
+            free_cuda()
+            llm = LLM(a.gguf or config_dir(a.shape), **opts, kernels="torch", **({} if a.gguf else {"load_format": "dummy"}))
+            head = llm.model.lm_head.weight
+            assert torch.equal(head, hf.lm_head.weight.to(head.device)), "not the same weights as HF's"
+            t_alone = [llm.generate([p], same_rule)[0].outputs[0].token_ids for p in prompts]
+            t_together = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]
+            res["bf16_torch_kernels"] = {"identical_served_alone": sum(x == y for x, y in zip(t_alone, ref)),
+                                         "identical_served_together": sum(x == y for x, y in zip(t_together, ref)),
+                                         "prompts": num, "tokens": n}
+            print(f"bf16, kernels='torch': {res['bf16_torch_kernels']['identical_served_alone']}/{num} identical to "
+                  f"HF served one at a time, {res['bf16_torch_kernels']['identical_served_together']}/{num} served "
+                  f"together", flush=True)
         same = sum(o == r for o, r in zip(ours, ref))
         first_diff = [next((i for i, (x, y) in enumerate(zip(o, r)) if x != y), None) for o, r in zip(ours, ref)]
         res[key] = {"prompts": num, "tokens": n, "identical": same, "hf_attention": attn,
                     "first_differing_token": first_diff,
-                    "graphs": bool(getattr(llm.engine.runner, "graphs", None))}
+                    "graphs": graphs}
         if alone is not None:                                       # the same prompts served one at a time
             res[key]["identical_served_alone"] = sum(o == r for o, r in zip(alone, ref))
             res[key]["alone_equals_together"] = sum(x == y for x, y in zip(alone, ours))

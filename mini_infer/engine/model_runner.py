@@ -11,7 +11,7 @@ import torch
 
 from .sampling import Sampler, SamplerOutput, gather_logprobs
 from .sequence import Sequence
-from ..kernels.paged_attention import paged_attention
+from ..kernels.paged_attention import paged_attention, sdpa_attention
 from ..layers.attention import Attention, AttentionMetadata, bind_kv_cache, reference_attention, store_kv_pair
 
 # %% ../../nbs/24_model_runner.ipynb #13a77834
@@ -62,7 +62,8 @@ def triton_store_kv(*args) -> None:
     store(*args)
 
 
-ATTENTION_BACKENDS = {"reference": reference_attention, "paged": paged_attention, "triton": triton_paged_attention}
+ATTENTION_BACKENDS = {"reference": reference_attention, "paged": paged_attention, "sdpa": sdpa_attention,
+                      "triton": triton_paged_attention}
 KV_STORES = {"triton": triton_store_kv}                   # backends with their own cache write; else store_kv_pair
 
 

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['kv_block_range', 'paged_block_ids', 'decode_chunk_size', 'paged_attention_group', 'check_attention_inputs',
-           'paged_prefill', 'paged_attention', 'gather_sequence_kv', 'sdpa_prefill', 'varlen_prefill',
-           'prefill_attention']
+           'paged_prefill', 'paged_attention', 'gather_sequence_kv', 'sdpa_sequences', 'sdpa_attention',
+           'varlen_prefill', 'prefill_attention']
 
 # %% ../../nbs/21_paged_attention.ipynb #765b0c02
 import importlib.util
@@ -150,23 +150,33 @@ def gather_sequence_kv(cache: torch.Tensor, md: AttentionMetadata, i: int) -> to
     return cache.index_select(0, blocks).flatten(0, 1)[:length]                          # [L, Hkv, D]
 
 # %% ../../nbs/21_paged_attention.ipynb #a4c88e12
-def sdpa_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                 seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
-    "Eq. 1 for the prefill chunks `seq_ids`, one fused SDPA call per sequence [dao2022flashattention]."
+def sdpa_sequences(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+                   seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
+    "Eq. 1 for sequences `seq_ids`, one SDPA call each, in the layout `transformers` calls it with [dao2022flashattention]."
     cu = md.cu_seqlens_q_cpu
     for i in seq_ids:
         n, length = cu[i + 1] - cu[i], md.seq_lens_cpu[i]
-        k = gather_sequence_kv(k_cache, md, i).transpose(0, 1)                          # [Hkv, L, D]
-        v = gather_sequence_kv(v_cache, md, i).transpose(0, 1)                          # [Hkv, L, D]
-        q_i = q[cu[i] : cu[i + 1]].transpose(0, 1)                                      # [H, n, D]
+        k = gather_sequence_kv(k_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()   # [1, Hkv, L, D]
+        v = gather_sequence_kv(v_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()   # [1, Hkv, L, D]
+        q_i = q[cu[i] : cu[i + 1]].transpose(0, 1).unsqueeze(0)                           # [1, H, n, D]
         mask = None
-        if n < length or sliding_window is not None:                 # a cached prefix or a window: explicit mask
+        if 1 < n < length or (sliding_window is not None and length > sliding_window):   # offset diagonal, window
             q_pos = torch.arange(length - n, length, device=q.device)[:, None]          # [n, 1]
             k_pos = torch.arange(length, device=q.device)                               # [L]
             mask = (k_pos <= q_pos) & (k_pos > q_pos - (sliding_window or length + 1))  # [n, L]
-        o = F.scaled_dot_product_attention(q_i, k, v, attn_mask=mask, is_causal=mask is None, scale=scale,
-                                           enable_gqa=True)                             # [H, n, D]
-        out[cu[i] : cu[i + 1]] = o.transpose(0, 1)
+        o = F.scaled_dot_product_attention(q_i, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
+                                           scale=scale, enable_gqa=True)                # [1, H, n, D]
+        out[cu[i] : cu[i + 1]] = o[0].transpose(0, 1)
+
+
+def sdpa_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+                   scale: float, sliding_window: int | None = None, *, out: torch.Tensor | None = None
+                   ) -> torch.Tensor:
+    "The `sdpa` backend: every sequence of the batch, prefill or decode, through `sdpa_sequences`."
+    check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
+    out = torch.empty_like(q) if out is None else out
+    sdpa_sequences(q, k_cache, v_cache, md, list(range(md.num_seqs)), scale, sliding_window, out)
+    return out
 
 # %% ../../nbs/21_paged_attention.ipynb #fdce50c2
 def varlen_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
@@ -195,7 +205,7 @@ def prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     if impl == "auto":
         fast = q.is_cuda and q.dtype in (torch.bfloat16, torch.float16)
         impl = "varlen" if fast and importlib.util.find_spec("torch.nn.attention.varlen") else "sdpa"
-    impls = {"paged": paged_prefill, "sdpa": sdpa_prefill, "varlen": varlen_prefill}
+    impls = {"paged": paged_prefill, "sdpa": sdpa_sequences, "varlen": varlen_prefill}
     if impl in impls:
         impls[impl](q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out)
     else:

@@ -78,9 +78,14 @@ class RotaryEmbedding(nn.Module):
         "theta_i = base^(-2i/D) in fp32, as `transformers` computes it [su2021roformer, Eq. 15]."
         return 1.0 / (base ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64).float() / self.head_dim))
 
-    def _compute_cos_sin_cache(self) -> torch.Tensor:
-        freqs = torch.arange(self._cache_len()).float()[:, None] * self._compute_inv_freq(self.rope_theta)  # [P, D/2]
+    def _compute_cos_sin_cache(self, device=None) -> torch.Tensor:
+        inv_freq = self._compute_inv_freq(self.rope_theta).to(device)     # on the CPU, like transformers' buffer
+        freqs = torch.arange(self._cache_len(), device=device).float()[:, None] * inv_freq                 # [P, D/2]
         return torch.cat((freqs.cos() * self.attention_scaling, freqs.sin() * self.attention_scaling), dim=-1)
+
+    def recompute_on_device(self) -> None:
+        "Recompute the table where it now lives, with that device's cos and sin, and keep its dtype."
+        self.cos_sin_cache = self._compute_cos_sin_cache(self.cos_sin_cache.device).to(self.cos_sin_cache.dtype)
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         if q.dim() != 3 or k.dim() != 3 or q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
@@ -128,11 +133,11 @@ class DynamicNTKScalingRotaryEmbedding(RotaryEmbedding):
         scale = (self.factor * length / self.max_position_embeddings) - (self.factor - 1)
         return self._compute_inv_freq(self.rope_theta * scale ** (d / (d - 2)))           # Eq. 19'
 
-    def _compute_cos_sin_cache(self) -> torch.Tensor:
+    def _compute_cos_sin_cache(self, device=None) -> torch.Tensor:
         num_inside = min(self.max_position_embeddings, self._cache_len())
         rows = [self._compute_inv_freq(self.rope_theta).expand(num_inside, -1)]
         rows += [self._inv_freq_for_len(p + 1)[None] for p in range(num_inside, self._cache_len())]
-        freqs = torch.arange(self._cache_len()).float()[:, None] * torch.cat(rows)            # [P, D/2]
+        freqs = torch.arange(self._cache_len(), device=device).float()[:, None] * torch.cat(rows).to(device)  # [P, D/2]
         return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
 
 # %% ../../nbs/10_layers.ipynb #ed5515db
