@@ -52,6 +52,9 @@ def hf_twin(llm, shape: str, dtype: torch.dtype, attn: str = "sdpa"):
     cfg = AutoConfig.for_model(d.pop("model_type"), **d)
     with torch.device("cuda"):
         hf = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attn).eval()
+    rot = hf.model.rotary_emb                       # RoPE frequencies computed on the CPU, as from_pretrained does:
+    for name, buf in type(rot)(cfg).named_buffers():  # a GPU's pow need not give the CPU's last bit
+        getattr(rot, name).copy_(buf)
     ours = {k: v for k, v in llm.model.state_dict().items()                  # merged layers (CUDA) are views of
             if ".qkv_proj." not in k and ".gate_up_proj." not in k}         # the checkpoint's q/k/v, gate/up
     missing, unexpected = hf.load_state_dict(ours, strict=False)
