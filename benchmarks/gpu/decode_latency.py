@@ -1,10 +1,11 @@
 """Benchmark a: batch-1 decode ms/step, Qwen2.5-0.5B and Qwen2.5-7B shapes, bf16 and int8, against the HBM floor
 and HF transformers `generate` (bf16, SDPA, same weights) in the same run.
 
-    python benchmarks/gpu/decode_latency.py [--shapes Qwen2.5-0.5B Qwen2.5-7B] [--out DIR]      (H200, ~3 min)
+    python benchmarks/gpu/decode_latency.py [--shapes Qwen2.5-0.5B Qwen2.5-7B] [--kernels auto] [--out DIR]  (H200, ~3 min)
 
 floor = bytes one decode step must read (every weight once; an untied embedding table only one row) / measured
-device copy bandwidth. mini_infer runs with CUDA graphs and the fused kernels (the engine's defaults on CUDA).
+device copy bandwidth. mini_infer runs with CUDA graphs and the fused kernels (the engine's defaults on CUDA);
+`--kernels torch` measures chapter 25's `transformers`-exact mode instead (no graphs: no graph columns).
 """
 import argparse
 
@@ -82,22 +83,24 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=["Qwen2.5-0.5B", "Qwen2.5-7B"])
     ap.add_argument("--weights", nargs="+", default=["bf16", "int8"], choices=["bf16", "int8"])
     ap.add_argument("--steps", type=int, default=129)
+    ap.add_argument("--kernels", default="auto", choices=["auto", "triton", "torch"])
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     bw = copy_bandwidth()
-    res = {"env": env(), "copy_bandwidth_GBps": bw, "steps": a.steps, "rows": []}
+    res = {"env": env(), "copy_bandwidth_GBps": bw, "steps": a.steps, "kernels": a.kernels, "rows": []}
     prompt = list(range(1000, 1016))
     greedy = lambda n: SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)
     for shape in a.shapes:
         path = config_dir(shape)
         for quant in [None if w == "bf16" else w for w in a.weights]:
             llm = LLM(path, dtype="bfloat16", device="cuda", load_format="dummy", quantization=quant,
-                      max_model_len=2048, max_num_seqs=8, num_kv_blocks=1024)
+                      max_model_len=2048, max_num_seqs=8, num_kv_blocks=1024, kernels=a.kernels)
             nbytes = weight_bytes_read(llm.model)
             ms = ms_per_step(lambda n: llm.generate([prompt], greedy(n)), a.steps)
             row = {"shape": shape, "weights": quant or "bf16", "mini_infer_ms": ms, "floor_ms": nbytes / bw / 1e6,
                    "weight_GB_read": nbytes / 1e9, "graph_memory_MiB": getattr(llm.engine.runner, "graph_memory_bytes", 0) / 2**20}
-            row.update(breakdown(llm))
+            if getattr(llm.engine.runner, "graphs", None):
+                row.update(breakdown(llm))
             if quant is None:
                 hf = hf_twin(llm, shape, torch.bfloat16)
                 x = torch.tensor([prompt], device="cuda")
@@ -116,13 +119,14 @@ def main() -> None:
     for shape in a.shapes:
         if (shape, "int8") in by and (shape, "bf16") in by:
             by[(shape, "int8")]["speedup_vs_bf16"] = by[(shape, "bf16")]["mini_infer_ms"] / by[(shape, "int8")]["mini_infer_ms"]
-    save("decode_latency", res, a.out)
+    save("decode_latency" + ("" if a.kernels == "auto" else f"_{a.kernels}_kernels"), res, a.out)
     print(f"\ncopy bandwidth {bw:,.0f} GB/s (read + write); {res['env']}")
     print(table(["shape", "weights", "GB read", "floor ms", "mini_infer ms", "% of floor", "HF ms", "HF / ours",
                  "graph ms", "linears ms"],
                 [[r["shape"], r["weights"], r["weight_GB_read"], r["floor_ms"], r["mini_infer_ms"],
                   100 * r["floor_ms"] / r["mini_infer_ms"], r.get("hf_ms", float("nan")),
-                  r.get("hf_ms", float("nan")) / r["mini_infer_ms"], r["graph_replay_ms"], r["linears_graph_ms"]]
+                  r.get("hf_ms", float("nan")) / r["mini_infer_ms"], r.get("graph_replay_ms", float("nan")),
+                  r.get("linears_graph_ms", float("nan"))]
                  for r in res["rows"]]))
     print("graph ms: one replay of the batch-1 decode graph (GPU only); linears ms: a graph of only its linear layers "
           "and the lm_head; mini_infer ms - graph ms is the engine's host work per step")
