@@ -103,7 +103,8 @@ def main() -> None:
                   f"{res['bf16_hf_batched_vs_hf_alone_identical']}/{num} identical", flush=True)
             del llm                                                 # now with transformers' own kernels (chapter 25)
             free_cuda()
-            llm = LLM(a.gguf or config_dir(a.shape), **opts, kernels="torch", **({} if a.gguf else {"load_format": "dummy"}))
+            llm = LLM(a.gguf or config_dir(a.shape), **opts, kernels="torch", attention_backend="sdpa",
+                      **({} if a.gguf else {"load_format": "dummy"}))
             head = llm.model.lm_head.weight
             assert torch.equal(head, hf.lm_head.weight.to(head.device)), "not the same weights as HF's"
             t_alone = [llm.generate([p], same_rule)[0].outputs[0].token_ids for p in prompts]
