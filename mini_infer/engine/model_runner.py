@@ -75,6 +75,7 @@ class ModelRunner:
         if attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"unknown attention_backend {attention_backend!r}; known: {', '.join(ATTENTION_BACKENDS)}")
         self.model, self.block_size, self.device, self.sampler = model, block_size, torch.device(device), sampler
+        self.attention_backend = attention_backend
         for layer in model.modules():
             if isinstance(layer, Attention):
                 layer.backend = ATTENTION_BACKENDS[attention_backend]
