@@ -37,6 +37,8 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs on a GPU")
     p.add_argument("--kernels", default="auto", choices=["auto", "triton", "torch"],
                    help="torch: transformers' own PyTorch calls, its bf16 results to the bit (chapter 25)")
+    p.add_argument("--batch-invariant", action="store_true",
+                   help="a sequence's results do not depend on its batch: one forward per sequence (chapter 25)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of free GPU memory for the KV cache")
 
 
@@ -44,7 +46,7 @@ def engine_kwargs(a) -> dict:
     "The `LLM` / `LLMEngine` keyword arguments from parsed engine options."
     keys = ("dtype", "device", "block_size", "num_kv_blocks", "max_model_len", "max_num_seqs",
             "max_num_batched_tokens", "enable_prefix_caching", "seed", "quantization", "load_format", "enforce_eager",
-            "gpu_memory_utilization", "kernels")
+            "gpu_memory_utilization", "kernels", "batch_invariant")
     return {k: getattr(a, k) for k in keys}
 
 

@@ -6,7 +6,7 @@ transformers:
   time), and, as the model's own sensitivity, how often HF agrees with itself: eager against SDPA attention, and
   all prompts in one left-padded batch against one at a time;
 - bf16 with `kernels="torch"` (transformers' PyTorch calls, chapter 25): the same count, prompts served one at a
-  time (as HF runs them) and served together.
+  time (as HF runs them), served together, and served together with `batch_invariant=True`.
 
 By default on a random Qwen2.5-0.5B-shaped model (synthetic weights, both sides the same tensors). `--gguf PATH`
 uses a real checkpoint instead (e.g. the bundled SmolLM2 GGUF; transformers loads the same file), with English
@@ -109,12 +109,20 @@ def main() -> None:
             assert torch.equal(head, hf.lm_head.weight.to(head.device)), "not the same weights as HF's"
             t_alone = [llm.generate([p], same_rule)[0].outputs[0].token_ids for p in prompts]
             t_together = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]
+            del llm
+            free_cuda()
+            llm = LLM(a.gguf or config_dir(a.shape), **opts, kernels="torch", attention_backend="sdpa",
+                      batch_invariant=True, **({} if a.gguf else {"load_format": "dummy"}))
+            t_invariant = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]
             res["bf16_torch_kernels"] = {"identical_served_alone": sum(x == y for x, y in zip(t_alone, ref)),
                                          "identical_served_together": sum(x == y for x, y in zip(t_together, ref)),
+                                         "identical_together_batch_invariant":
+                                             sum(x == y for x, y in zip(t_invariant, ref)),
                                          "prompts": num, "tokens": n}
-            print(f"bf16, kernels='torch': {res['bf16_torch_kernels']['identical_served_alone']}/{num} identical to "
-                  f"HF served one at a time, {res['bf16_torch_kernels']['identical_served_together']}/{num} served "
-                  f"together", flush=True)
+            t = res["bf16_torch_kernels"]
+            print(f"bf16, kernels='torch': {t['identical_served_alone']}/{num} identical to HF served one at a time, "
+                  f"{t['identical_served_together']}/{num} served together, "
+                  f"{t['identical_together_batch_invariant']}/{num} served together with batch_invariant", flush=True)
         same = sum(o == r for o, r in zip(ours, ref))
         first_diff = [next((i for i, (x, y) in enumerate(zip(o, r)) if x != y), None) for o, r in zip(ours, ref)]
         res[key] = {"prompts": num, "tokens": n, "identical": same, "hf_attention": attn,

@@ -157,18 +157,20 @@ def use_gpu_kernels(model) -> dict:
 
 def make_model_runner(model, num_blocks: int, block_size: int, dtype: torch.dtype, device: torch.device,
                       sampler: Sampler, max_num_seqs: int, max_model_len: int, enforce_eager: bool = False,
-                      attention_backend: str | None = None, kernels: str = "auto") -> ModelRunner:
+                      attention_backend: str | None = None, kernels: str = "auto",
+                      batch_invariant: bool = False) -> ModelRunner:
     "The runner for `device` and `kernels`: CPU eager; CUDA with Triton attention, fused kernels and decode graphs."
     on_gpu, kernels = device.type == "cuda", resolve_kernels(kernels, device)
     backend = attention_backend or ("triton" if kernels == "triton" else "sdpa" if on_gpu else "paged")
     if kernels == "triton":
         use_gpu_kernels(model)
-    if on_gpu and not enforce_eager and backend in CUDA_GRAPH_BACKENDS and getattr(model, "supports_cuda_graphs", False):
+    graphs = not (enforce_eager or batch_invariant) and backend in CUDA_GRAPH_BACKENDS
+    if on_gpu and graphs and getattr(model, "supports_cuda_graphs", False):
         runner = CUDAGraphModelRunner(model, num_blocks, block_size, dtype, device, sampler, backend,
                                       min(max_num_seqs, 256), max_model_len)
         runner.capture()
         return runner
-    return ModelRunner(model, num_blocks, block_size, dtype, device, sampler, backend)
+    return ModelRunner(model, num_blocks, block_size, dtype, device, sampler, backend, batch_invariant)
 
 # %% ../../nbs/25_engine.ipynb #eb61f5fc
 class LLMEngine:
@@ -179,7 +181,7 @@ class LLMEngine:
                  enable_prefix_caching: bool = True, kv_cache_dtype: str = "auto", quantization: str | None = None,
                  tensor_parallel_size: int = 1, seed: int = 0, max_model_len: int | None = None,
                  load_format: str = "auto", enforce_eager: bool = False, attention_backend: str | None = None,
-                 gpu_memory_utilization: float = 0.9, kernels: str = "auto"):
+                 gpu_memory_utilization: float = 0.9, kernels: str = "auto", batch_invariant: bool = False):
         check_engine_options(block_size, max_num_seqs, max_num_batched_tokens, num_kv_blocks, quantization,
                              kv_cache_dtype, tensor_parallel_size)
         self.dtype, self.device = resolve_dtype(dtype), resolve_device(device)
@@ -197,13 +199,13 @@ class LLMEngine:
         self.num_kv_blocks = num_kv_blocks or num_kv_blocks_for_memory(
             self.kv_bytes_per_token, block_size, self.device,
             max_blocks=max_num_seqs * -(-self.max_model_len // block_size), gpu_fraction=gpu_memory_utilization)
-        pool = PrefixCachingBlockManager if enable_prefix_caching else BlockManager
-        self.block_manager = pool(self.num_kv_blocks, block_size)
-        self.scheduler = Scheduler(self.block_manager, max_num_seqs, max_num_batched_tokens)
+        pool = PrefixCachingBlockManager if enable_prefix_caching and not batch_invariant else BlockManager
+        self.block_manager = pool(self.num_kv_blocks, block_size)       # a cached prefix came from another forward
+        self.scheduler = Scheduler(self.block_manager, max_num_seqs, max_num_batched_tokens, batch_invariant)
         self.sampler = Sampler(sorted(self.eos_token_ids), seed=seed, device=self.device)
         self.runner = make_model_runner(self.model, self.num_kv_blocks, block_size, self.dtype, self.device,
                                         self.sampler, max_num_seqs, self.max_model_len, enforce_eager, attention_backend,
-                                        self.kernels)
+                                        self.kernels, batch_invariant)
         self.block_size = block_size
         self.requests: dict[str, list[Sequence]] = {}          # request id -> its samples (engine thread only)
         self.inbox: deque = deque()                             # ("add", ...) / ("abort", id) from any thread

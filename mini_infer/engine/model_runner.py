@@ -71,11 +71,11 @@ class ModelRunner:
     "Owns the model and its paged KV cache; `run(scheduled)` is one packed forward plus sampling."
 
     def __init__(self, model, num_blocks: int, block_size: int, dtype: torch.dtype, device, sampler: Sampler,
-                 attention_backend: str = "paged"):
+                 attention_backend: str = "paged", batch_invariant: bool = False):
         if attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"unknown attention_backend {attention_backend!r}; known: {', '.join(ATTENTION_BACKENDS)}")
         self.model, self.block_size, self.device, self.sampler = model, block_size, torch.device(device), sampler
-        self.attention_backend = attention_backend
+        self.attention_backend, self.batch_invariant = attention_backend, batch_invariant
         for layer in model.modules():
             if isinstance(layer, Attention):
                 layer.backend = ATTENTION_BACKENDS[attention_backend]
@@ -84,14 +84,17 @@ class ModelRunner:
 
     @torch.no_grad()
     def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput | None]:
-        "Forward the step's tokens; return the sequences that sample and the sampler's output for them."
-        input_ids, positions, md, rows = prepare_inputs(scheduled, self.block_size, self.device)
-        hidden = self.model(input_ids, positions, md)                                  # [T, d]
-        for (seq, n), start in zip(scheduled, md.cu_seqlens_q_cpu):
-            if seq.params.prompt_logprobs is not None and seq.num_computed_tokens < seq.num_prompt_tokens:
-                add_prompt_logprobs(self.model, seq, hidden, start, n)
+        "Forward the step's tokens (one forward per sequence if batch-invariant); the sampling sequences and their tokens."
+        logits = []
+        for group in [[s] for s in scheduled] if self.batch_invariant else [scheduled]:
+            input_ids, positions, md, rows = prepare_inputs(group, self.block_size, self.device)
+            hidden = self.model(input_ids, positions, md)                              # [T, d]
+            for (seq, n), start in zip(group, md.cu_seqlens_q_cpu):
+                if seq.params.prompt_logprobs is not None and seq.num_computed_tokens < seq.num_prompt_tokens:
+                    add_prompt_logprobs(self.model, seq, hidden, start, n)
+            if rows:
+                logits.append(self.model.compute_logits(hidden[rows]))                 # [B_sample, V]
         sampling = [seq for seq, n in scheduled if seq.num_computed_tokens + n == len(seq)]
         if not sampling:
             return [], None
-        logits = self.model.compute_logits(hidden[rows])                               # [B_sample, V]
-        return sampling, self.sampler(logits, [s.row for s in sampling])
+        return sampling, self.sampler(torch.cat(logits), [s.row for s in sampling])

@@ -6,6 +6,7 @@
 __all__ = ['SchedulerOutput', 'Scheduler', 'schedule']
 
 # %% ../../nbs/22_scheduler.ipynb #18eea280
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -26,7 +27,8 @@ class SchedulerOutput:
 class Scheduler:
     "Continuous batching with chunked prefill and recompute preemption [yu2022orca; agrawal2024taming]."
 
-    def __init__(self, block_manager: BlockManager, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048):
+    def __init__(self, block_manager: BlockManager, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048,
+                 batch_invariant: bool = False):
         if max_num_seqs < 1 or max_num_batched_tokens < 1:
             raise ValueError(f"max_num_seqs={max_num_seqs} and max_num_batched_tokens={max_num_batched_tokens} "
                              "must both be positive")
@@ -35,6 +37,7 @@ class Scheduler:
                              f"{block_manager.block_size}")
         self.block_manager, self.max_num_seqs = block_manager, max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
+        self.batch_invariant = batch_invariant              # chunks cut where they would be if the sequence ran alone
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
@@ -63,11 +66,12 @@ class Scheduler:
 # %% ../../nbs/22_scheduler.ipynb #77f1b368
 def schedule(self: Scheduler) -> SchedulerOutput:
     "Plan one step within the token budget [agrawal2024taming, Sec. 4]."
-    out, budget, bm = SchedulerOutput(), self.max_num_batched_tokens, self.block_manager
+    out, bm, cap = SchedulerOutput(), self.block_manager, self.max_num_batched_tokens
+    budget = math.inf if self.batch_invariant else cap                 # invariant: chunks as alone, no step total
     for seq in list(self.running):                                     # oldest first
         if seq.status is not SequenceStatus.RUNNING or budget == 0:    # preempted above: skip (no list scan)
             continue
-        n = min(len(seq) - seq.num_computed_tokens, budget)
+        n = min(len(seq) - seq.num_computed_tokens, cap, budget)
         while not bm.allocate_slots(seq, n):
             victim = self.running[-1]                                    # newest admitted
             self._preempt(victim)
@@ -82,7 +86,7 @@ def schedule(self: Scheduler) -> SchedulerOutput:
         if seq.num_computed_tokens == 0 and not seq.block_table:
             seq.num_cached_tokens = seq.num_computed_tokens = bm.get_computed_blocks(seq)
         rest = len(seq) - seq.num_computed_tokens
-        n = min(rest, budget)
+        n = min(rest, cap, budget)
         room = bm.num_free_blocks - bm.num_blocks_needed(seq, rest) >= self.watermark_blocks   # the whole prompt
         if seq in out.preempted or not (room and bm.allocate_slots(seq, n)):
             bm.free(seq)                                                 # waiting sequences hold no blocks
