@@ -7,6 +7,7 @@ __all__ = ['hf_config', 'randomize_', 'hf_tiny_model', 'save_tiny', 'hf_logits',
 
 # %% ../nbs/02_hf_oracle.ipynb #09c98a7f
 import contextlib
+import inspect
 from pathlib import Path
 
 import torch
@@ -66,11 +67,12 @@ def hf_greedy(model, token_ids: list[int], max_new_tokens: int) -> list[int]:
     import warnings
     from transformers import DynamicCache
     cache, out_ids = DynamicCache(config=model.config), []
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"   # 5.17: the old name
     step = torch.tensor([token_ids])
     for _ in range(max_new_tokens):
         with warnings.catch_warnings():       # transformers 5.24 warns about its own internal `past_key_values`
             warnings.simplefilter("ignore", FutureWarning)
-            logits = model(step, cache=cache, use_cache=True).logits[0, -1]
+            logits = model(step, **{name: cache}, use_cache=True).logits[0, -1]
         out_ids.append(int(logits.argmax()))
         step = torch.tensor([[out_ids[-1]]])
     return out_ids
