@@ -1,6 +1,9 @@
 """Offline throughput on the bundled SmolLM2: 32 requests, one mini_infer `generate` against transformers in batches of 8.
 
-Run: .venv/bin/python benchmarks/cpu_throughput.py [--max-num-batched-tokens 2048]
+Run: .venv/bin/python benchmarks/cpu_throughput.py [--max-num-batched-tokens 2048] [--batch-invariant]
+
+--batch-invariant measures chapter 25's batch-invariant mode (one forward per sequence per step) against the same
+transformers peer; its runs go to a results file of their own (`throughput_batch_invariant`).
 """
 import argparse
 import contextlib
@@ -64,10 +67,12 @@ def main() -> None:
     p.add_argument("--hf-batch-size", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=2, help="rounds per engine, in ABBA order; the best is reported")
+    p.add_argument("--batch-invariant", action="store_true", help="LLM(batch_invariant=True)")
     a = p.parse_args()
     env = setup()
     with contextlib.redirect_stderr(io.StringIO()):
-        llm = LLM(dtype="float32", device="cpu", max_num_batched_tokens=a.max_num_batched_tokens)
+        llm = LLM(dtype="float32", device="cpu", max_num_batched_tokens=a.max_num_batched_tokens,
+                  batch_invariant=a.batch_invariant)
         hf = hf_peer(None, torch.float32, "cpu")
     prompts, output_lens = make_requests(a.num_requests, llm.config.vocab_size, a.seed)
     useful = sum(output_lens)
@@ -91,7 +96,7 @@ def main() -> None:
     print(f"workload   : {a.num_requests} requests, random prompt ids (no special ids) of 16..256 tokens "
           f"({sum(map(len, prompts))} in all), 16..128 output tokens ({useful} in all), greedy, ignore_eos, seed {a.seed}")
     print(f"mini_infer : one generate, max_num_batched_tokens={a.max_num_batched_tokens}, "
-          f"{steps} steps")
+          f"{steps} steps" + (", batch_invariant (one forward per sequence)" if a.batch_invariant else ""))
     print(f"transformers: {hf.config._attn_implementation}, generate in batches of {a.hf_batch_size} in request "
           f"order, left padded, max_new_tokens = min_new_tokens = batch max ({hf_computed} tokens computed, only the "
           f"{useful} requested counted)\n")
@@ -102,7 +107,7 @@ def main() -> None:
           f"{same}/{len(prompts)}")
     share = cpu_share()
     print(noise_line(share))
-    path = save_run("throughput", {
+    path = save_run("throughput_batch_invariant" if a.batch_invariant else "throughput", {
         "env": env, "threads": NUM_THREADS, **share, "num_requests": a.num_requests, "seed": a.seed,
         "prompt_tokens": sum(map(len, prompts)), "output_tokens": useful, "hf_tokens_computed": hf_computed,
         "max_num_batched_tokens": a.max_num_batched_tokens, "hf_batch_size": a.hf_batch_size,
