@@ -4,18 +4,16 @@ both against HF greedy (SDPA, one prompt at a time).
 
     python benchmarks/gpu/batch_invariance.py [--out DIR]      (H200, ~1 min)
 """
-import json, os, random, sys, time
+import os, sys, time
 
 import torch
 sys.path.insert(0, "benchmarks/gpu")
 from common import config_dir, hf_twin
-from correctness import hf_greedy
+from correctness import bf16_random_prompts, hf_greedy
 from mini_infer import LLM, SamplingParams
 dev = "cuda" if torch.cuda.is_available() else "cpu"
 shape = "Qwen2.5-0.5B"
-rng = random.Random(0)
-_ = [[rng.randint(0, 150000) for _ in range(rng.randint(8, 300))] for _ in range(8)]   # fp32's prompts, as correctness.py
-prompts = [[rng.randint(0, 150000) for _ in range(rng.randint(8, 300))] for _ in range(32)]
+prompts = bf16_random_prompts(32)
 if dev == "cpu":
     prompts = [[t % 384 for t in p[:40]] for p in prompts[:6]]
 opts = dict(dtype="bfloat16", device=dev, max_model_len=2048 if dev == "cuda" else 512, max_num_seqs=64, num_kv_blocks=4096, kernels="torch",

@@ -35,6 +35,24 @@ SENTENCES = ["The capital of France is", "Water boils at a temperature of", "The
              "Shakespeare wrote plays such as"]
 
 
+def random_prompts(rng: random.Random, num: int) -> list[list[int]]:
+    "`num` prompts of 8 to 300 random token ids: the random model's workload."
+    return [[rng.randint(0, 150000) for _ in range(rng.randint(8, 300))] for _ in range(num)]
+
+
+def bf16_random_prompts(num: int = 32) -> list[list[int]]:
+    "The prompts of this script's bf16 pass on the random model (drawn after the fp32 pass's quarter as many)."
+    rng = random.Random(0)
+    random_prompts(rng, max(1, num // 4))
+    return random_prompts(rng, num)
+
+
+def make_llm(gguf: str | None, shape: str, **options):
+    "mini_infer on the real checkpoint `gguf`, else on random weights of `shape`."
+    from mini_infer import LLM
+    return LLM(gguf, **options) if gguf else LLM(config_dir(shape), load_format="dummy", **options)
+
+
 def hf_greedy(hf, prompt: list[int], n: int) -> list[int]:
     x = torch.tensor([prompt], device=hf.device)
     with torch.no_grad():
@@ -60,7 +78,7 @@ def hf_gguf(path: Path, dtype: torch.dtype, device: str, attn: str):
 
 
 def main() -> None:
-    from mini_infer import LLM, SamplingParams
+    from mini_infer import SamplingParams
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--shape", default="Qwen2.5-0.5B")
@@ -75,12 +93,12 @@ def main() -> None:
         name = str(dtype).split(".")[1]
         opts = dict(dtype=name, device=a.device, max_model_len=2048, max_num_seqs=64, num_kv_blocks=4096)
         if a.gguf:
-            llm = LLM(a.gguf, **opts)
+            llm = make_llm(a.gguf, a.shape, **opts)
             prompts = [llm.tokenizer.encode(s) for s in (SENTENCES * 2)[:num]]
             make_hf = lambda at: hf_gguf(Path(a.gguf), dtype, a.device, at)
         else:
-            llm = LLM(config_dir(a.shape), load_format="dummy", **opts)
-            prompts = [[rng.randint(0, 150000) for _ in range(rng.randint(8, 300))] for _ in range(num)]
+            llm = make_llm(None, a.shape, **opts)
+            prompts = random_prompts(rng, num)
             make_hf = lambda at: hf_twin(llm, a.shape, dtype, at)
         same_rule = SamplingParams(temperature=0, max_tokens=n, min_tokens=n, ignore_eos=True)   # HF's min_new_tokens
         ours = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]                # bans EOS until n
@@ -103,16 +121,14 @@ def main() -> None:
                   f"{res['bf16_hf_batched_vs_hf_alone_identical']}/{num} identical", flush=True)
             del llm                                                 # now with transformers' own kernels (chapter 25)
             free_cuda()
-            llm = LLM(a.gguf or config_dir(a.shape), **opts, kernels="torch", attention_backend="sdpa",
-                      **({} if a.gguf else {"load_format": "dummy"}))
+            llm = make_llm(a.gguf, a.shape, **opts, kernels="torch", attention_backend="sdpa")
             head = llm.model.lm_head.weight
             assert torch.equal(head, hf.lm_head.weight.to(head.device)), "not the same weights as HF's"
             t_alone = [llm.generate([p], same_rule)[0].outputs[0].token_ids for p in prompts]
             t_together = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]
             del llm
             free_cuda()
-            llm = LLM(a.gguf or config_dir(a.shape), **opts, kernels="torch", attention_backend="sdpa",
-                      batch_invariant=True, **({} if a.gguf else {"load_format": "dummy"}))
+            llm = make_llm(a.gguf, a.shape, **opts, kernels="torch", attention_backend="sdpa", batch_invariant=True)
             t_invariant = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]
             res["bf16_torch_kernels"] = {"identical_served_alone": sum(x == y for x, y in zip(t_alone, ref)),
                                          "identical_served_together": sum(x == y for x, y in zip(t_together, ref)),

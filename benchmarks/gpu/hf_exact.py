@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from common import config_dir, env, hf_twin, save
-from correctness import SENTENCES, hf_gguf, hf_greedy
+from common import env, hf_twin, save
+from correctness import SENTENCES, hf_gguf, hf_greedy, make_llm, random_prompts
 
 
 def module_outputs(model, run) -> list[tuple[str, torch.Tensor]]:
@@ -57,7 +57,7 @@ def first_difference(ours, theirs) -> dict:
 
 
 def main() -> None:
-    from mini_infer import LLM, SamplingParams
+    from mini_infer import SamplingParams
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--shape", default="Qwen2.5-0.5B")
@@ -69,12 +69,12 @@ def main() -> None:
     opts = dict(dtype="bfloat16", device="cuda", max_model_len=2048, max_num_seqs=64, num_kv_blocks=4096,
                 kernels="torch")
     if a.gguf:
-        llm = LLM(a.gguf, **opts)
+        llm = make_llm(a.gguf, a.shape, **opts)
         prompts = [llm.tokenizer.encode(s) for s in (SENTENCES * 2)[:a.num]]
         hf = hf_gguf(Path(a.gguf), torch.bfloat16, "cuda", "sdpa")
     else:
-        llm = LLM(config_dir(a.shape), load_format="dummy", **opts)
-        prompts = [[rng.randint(0, 150000) for _ in range(rng.randint(8, 300))] for _ in range(a.num)]
+        llm = make_llm(None, a.shape, **opts)
+        prompts = random_prompts(rng, a.num)
         hf = hf_twin(llm, a.shape, torch.bfloat16, "sdpa")
     res = {"env": env(), "model": a.gguf and Path(a.gguf).name or f"random {a.shape}", "kernels": "torch"}
 
