@@ -172,7 +172,7 @@ def cmd_info(a) -> int:
     print(f"model       : {c.architecture}, {c.num_hidden_layers} layers, d={c.hidden_size}, heads "
           f"{c.num_attention_heads}/{c.num_key_value_heads}, head_dim {c.head_dim}, vocab {c.vocab_size}")
     print(f"dtype/device: {llm.engine.dtype} on {llm.engine.device}; max_model_len {plan['max_model_len']}")
-    print(f"kernels     : {llm.engine.kernels}; attention {llm.engine.runner.attention_backend}; CUDA graphs "
+    print(f"kernels     : {llm.engine.kernels}; passes {', '.join(n for n, _ in llm.engine.passes)}; CUDA graphs "
           f"{'yes' if getattr(llm.engine.runner, 'graphs', None) else 'no'}")
     print(f"weights     : {plan['weights_bytes'] / 2**20:,.1f} MiB")
     print(f"KV cache    : {plan['kv_blocks']:,} blocks x {plan['block_size']} tokens x {plan['kv_bytes_per_token']:,} "

@@ -34,7 +34,8 @@ class Sequence:
         self.num_prompt_tokens = len(prompt_token_ids)
         self.num_computed_tokens = 0                     # tokens whose K/V are in the cache
         self.num_cached_tokens = 0                       # of those, found in the prefix cache at admission
-        self.block_table: list[int] = []
+        self.block_tables: dict[str, list[int]] = {}     # stream group -> block ids (chapter 20)
+        self.num_skipped_blocks: dict[str, int] = {}     # leading blocks a sliding window no longer reads
         self.block_hashes: list = []                     # hashes of full blocks (prefix caching)
         self.num_emitted_chars = 0                       # text already handed to a streaming client
         self.num_streamed_tokens = 0                     # output tokens already handed to a streaming client
@@ -53,6 +54,14 @@ class Sequence:
 
     @property
     def is_finished(self) -> bool: return self.finish_reason is not None
+
+    @property
+    def block_table(self) -> list[int]:
+        "The block table of the `full` stream group, the only one most models have ([] before any block)."
+        return self.block_tables.get("full", [])
+
+    @block_table.setter
+    def block_table(self, table: list[int]) -> None: self.block_tables["full"] = table
 
     def __len__(self) -> int: return len(self.token_ids)
 

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['kv_block_range', 'paged_block_ids', 'decode_chunk_size', 'paged_attention_group', 'check_attention_inputs',
-           'paged_prefill', 'paged_attention', 'gather_sequence_kv', 'sdpa_sequences', 'sdpa_attention',
-           'varlen_prefill', 'prefill_attention']
+           'paged_prefill', 'paged_attention', 'sdpa_sequences', 'sdpa_attention', 'varlen_prefill',
+           'prefill_attention']
 
 # %% ../../nbs/21_paged_attention.ipynb #765b0c02
 import importlib.util
@@ -14,7 +14,8 @@ import inspect
 import torch
 import torch.nn.functional as F
 
-from ..layers.attention import AttentionMetadata
+from ..engine_config import KERNELS, KernelSet
+from ..layers.attention import AttentionMetadata, gather_paged
 
 # %% ../../nbs/21_paged_attention.ipynb #7a0a276a
 def kv_block_range(seq_lens: list[int], num_q: int, block_size: int, sliding_window: int | None = None
@@ -142,13 +143,6 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     paged_prefill(q, k_cache, v_cache, md, prefill, scale, sliding_window, out)
     return out
 
-# %% ../../nbs/21_paged_attention.ipynb #97798d46
-def gather_sequence_kv(cache: torch.Tensor, md: AttentionMetadata, i: int) -> torch.Tensor:
-    "The first L entries [L, *shape] of sequence i's stream, read through its block table [kwon2023efficient]."
-    length = md.seq_lens_cpu[i]
-    blocks = md.block_tables[i, : -(-length // md.block_size)]                          # [nb]
-    return cache.index_select(0, blocks).flatten(0, 1)[:length]                          # [L, Hkv, D]
-
 # %% ../../nbs/21_paged_attention.ipynb #a4c88e12
 def sdpa_sequences(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
                    seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
@@ -156,8 +150,8 @@ def sdpa_sequences(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     cu = md.cu_seqlens_q_cpu
     for i in seq_ids:
         n, length = cu[i + 1] - cu[i], md.seq_lens_cpu[i]
-        k = gather_sequence_kv(k_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()   # [1, Hkv, L, D]
-        v = gather_sequence_kv(v_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()   # [1, Hkv, L, D]
+        k = gather_paged(k_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()   # [1, Hkv, L, D]
+        v = gather_paged(v_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()   # [1, Hkv, L, D]
         q_i = q[cu[i] : cu[i + 1]].transpose(0, 1).unsqueeze(0)                           # [1, H, n, D]
         mask = None
         if 1 < n < length or (sliding_window is not None and length > sliding_window):   # offset diagonal, window
@@ -185,8 +179,8 @@ def varlen_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     from torch.nn.attention.varlen import varlen_attn
     cu, lens = md.cu_seqlens_q_cpu, md.seq_lens_cpu
     rows = torch.cat([torch.arange(cu[i], cu[i + 1]) for i in seq_ids]).to(q.device)  # [Tq]
-    k = torch.cat([gather_sequence_kv(k_cache, md, i) for i in seq_ids])               # [Tk, Hkv, D]
-    v = torch.cat([gather_sequence_kv(v_cache, md, i) for i in seq_ids])               # [Tk, Hkv, D]
+    k = torch.cat([gather_paged(k_cache, md, i) for i in seq_ids])               # [Tk, Hkv, D]
+    v = torch.cat([gather_paged(v_cache, md, i) for i in seq_ids])               # [Tk, Hkv, D]
     n = [cu[i + 1] - cu[i] for i in seq_ids]
     cu_q = torch.tensor([0] + n, dtype=torch.int32).cumsum(0, dtype=torch.int32).to(q.device)
     cu_k = torch.tensor([0] + [lens[i] for i in seq_ids], dtype=torch.int32).cumsum(0, dtype=torch.int32).to(q.device)
@@ -210,3 +204,7 @@ def prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
         impls[impl](q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out)
     else:
         raise ValueError(f"unknown prefill impl {impl!r}; known: auto, paged, sdpa, varlen")
+
+# %% ../../nbs/21_paged_attention.ipynb #de616277
+KERNELS.register("paged", KernelSet("paged", paged_attention))
+KERNELS.register("torch", KernelSet("torch", sdpa_attention))

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['TL_DTYPES', 'round_to', 'triton_interpreted', 'ulp_distance', 'rms_norm_kernel', 'rms_norm', 'silu_and_mul_kernel',
            'silu_and_mul', 'rotate_heads', 'rotary_kernel', 'rotary_embedding', 'check_triton_device',
-           'use_triton_kernels']
+           'use_triton_kernels', 'triton_fused_pass']
 
 # %% ../../nbs/10a_triton_fused.ipynb #5fda6211
 import torch
@@ -14,6 +14,7 @@ import triton.language as tl
 from torch import nn
 from triton.language.extra import libdevice
 
+from ..engine_config import register_pass
 from ..layers.basic import MLP, RMSNorm, RotaryEmbedding
 
 TL_DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
@@ -210,3 +211,9 @@ def use_triton_kernels(model: nn.Module, enable: bool = True) -> int:
         module.kernel = kernel if enable else None
         switched += 1
     return switched
+
+# %% ../../nbs/10a_triton_fused.ipynb #6b202fd8
+@register_pass("triton_fused", order=30, applies=lambda config: config.resolved_kernels == "triton")
+def triton_fused_pass(model: nn.Module, config) -> int:
+    "Model pass: the fused Triton norm, RoPE and SiLU-and-mul kernels in every module that has the hook."
+    return use_triton_kernels(model)

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['INT8X4_TO_FLOAT', 'INT8_GEMV_MAX_M', 'int8_gemm_kernel', 'int8_gemm_config', 'int8_splitk_reduce_kernel', 'int8_gemm',
            'check_int8_inputs', 'num_sms', 'int8_to_float', 'gemv_kernel', 'gemv_config', 'gemv', 'triton_linear',
-           'use_triton_gemv', 'triton_int8_linear']
+           'use_triton_gemv', 'triton_int8_linear', 'triton_gemv_pass']
 
 # %% ../../nbs/40a_triton_int8.ipynb #18c78d30
 import functools
@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+
+from ..engine_config import register_pass
 
 # %% ../../nbs/40a_triton_int8.ipynb #005f04e1
 @triton.jit
@@ -276,3 +278,9 @@ def triton_int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tens
     if unknown:
         raise TypeError(f"unknown configuration keys {sorted(unknown)}; known: {sorted(chosen)}")
     return int8_gemm(x, qweight, scale, bias, out, **{**chosen, **config})
+
+# %% ../../nbs/40a_triton_int8.ipynb #1e730434
+@register_pass("triton_gemv", order=40, applies=lambda config: config.resolved_kernels == "triton")
+def triton_gemv_pass(model: torch.nn.Module, config) -> int:
+    "Model pass: `triton_linear` as the kernel of every float and INT8 linear layer (with the Triton kernels)."
+    return use_triton_gemv(model)

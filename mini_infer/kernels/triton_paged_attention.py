@@ -11,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..engine_config import KERNELS, KernelSet
 from .paged_attention import check_attention_inputs, prefill_attention
 from ..layers.attention import AttentionMetadata, store_kv_pair
 
@@ -218,3 +219,7 @@ def triton_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     prefill_attention(q, k_cache, v_cache, md, prefill_ids, scale, sliding_window, out,
                       prefill or ("auto" if q.is_cuda else "paged"))        # chapter 21: fused on the GPU
     return out
+
+# %% ../../nbs/21a_triton_paged_attention.ipynb #b9b3165d
+KERNELS.register("triton", KernelSet("triton", triton_paged_attention, triton_store_kv, cuda_graphs=True,
+                                     needs_gpu=True))

@@ -6,7 +6,8 @@
 __all__ = ['RMSNorm', 'rotate_half', 'RotaryEmbedding', 'LinearScalingRotaryEmbedding', 'DynamicNTKScalingRotaryEmbedding',
            'Llama3RotaryEmbedding', 'YaRNScalingRotaryEmbedding', 'get_rope', 'TensorParallelGroup', 'divide',
            'attach_weight_loader', 'load_shard', 'ColumnParallelLinear', 'RowParallelLinear', 'VocabParallelEmbedding',
-           'ParallelLMHead', 'get_act_fn', 'SiluAndMul', 'MLP', 'merge_linears', 'merge_projections']
+           'ParallelLMHead', 'get_act_fn', 'SiluAndMul', 'MLP', 'merge_linears', 'merge_projections',
+           'merge_projections_pass']
 
 # %% ../../nbs/10_layers.ipynb #ae04ed24
 import math
@@ -16,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..engine_config import register_pass
 from ..weights import default_weight_loader
 
 # %% ../../nbs/10_layers.ipynb #f0b3dd55
@@ -485,3 +487,9 @@ def merge_projections(model: nn.Module) -> int:
     for m in mergeable:
         m.merge_projections()
     return len(mergeable)
+
+# %% ../../nbs/10_layers.ipynb #b94dfa59
+@register_pass("merge_projections", order=20, applies=lambda config: config.resolved_kernels == "triton")
+def merge_projections_pass(model: nn.Module, config) -> int:
+    "Model pass: one matmul for q/k/v and one for gate/up in every layer (with the Triton kernels)."
+    return merge_projections(model)

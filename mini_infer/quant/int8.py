@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..engine_config import QUANTIZATIONS
 from ..layers.basic import ColumnParallelLinear, RowParallelLinear
 
 # %% ../../nbs/40_int8_weights.ipynb #c9f2708a
@@ -115,3 +116,6 @@ def quantize_model(model: nn.Module, skip: tuple[str, ...] = ("kv_b_proj",)) -> 
         parent = model.get_submodule(parent_name)
         setattr(parent, attr, Int8Linear.from_linear(getattr(parent, attr)))   # the old weight is freed here
     return {"layers": len(names), "bytes_before": before, "bytes_after": model_bytes(model)}
+
+# %% ../../nbs/40_int8_weights.ipynb #91e28caf
+QUANTIZATIONS.register("int8", quantize_model)
