@@ -16,8 +16,7 @@ shape = "Qwen2.5-0.5B"
 prompts = bf16_random_prompts(32)
 if dev == "cpu":
     prompts = [[t % 384 for t in p[:40]] for p in prompts[:6]]
-opts = dict(dtype="bfloat16", device=dev, max_model_len=2048 if dev == "cuda" else 512, max_num_seqs=64, num_kv_blocks=4096, kernels="torch",
-            attention_backend="sdpa", load_format="dummy")
+opts = dict(dtype="bfloat16", device=dev, max_model_len=2048 if dev == "cuda" else 512, max_num_seqs=64, num_kv_blocks=4096, kernels="torch", load_format="dummy")
 rule = SamplingParams(temperature=0, max_tokens=16, min_tokens=16, ignore_eos=True, logprobs=0)
 inv = LLM(config_dir(shape) if dev == "cuda" else sys.argv[1], **opts, batch_invariant=True)
 t0 = time.time()

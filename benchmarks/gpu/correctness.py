@@ -121,14 +121,14 @@ def main() -> None:
                   f"{res['bf16_hf_batched_vs_hf_alone_identical']}/{num} identical", flush=True)
             del llm                                                 # now with transformers' own kernels (chapter 25)
             free_cuda()
-            llm = make_llm(a.gguf, a.shape, **opts, kernels="torch", attention_backend="sdpa")
+            llm = make_llm(a.gguf, a.shape, **opts, kernels="torch")
             head = llm.model.lm_head.weight
             assert torch.equal(head, hf.lm_head.weight.to(head.device)), "not the same weights as HF's"
             t_alone = [llm.generate([p], same_rule)[0].outputs[0].token_ids for p in prompts]
             t_together = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]
             del llm
             free_cuda()
-            llm = make_llm(a.gguf, a.shape, **opts, kernels="torch", attention_backend="sdpa", batch_invariant=True)
+            llm = make_llm(a.gguf, a.shape, **opts, kernels="torch", batch_invariant=True)
             t_invariant = [o.outputs[0].token_ids for o in llm.generate(prompts, same_rule)]
             res["bf16_torch_kernels"] = {"identical_served_alone": sum(x == y for x, y in zip(t_alone, ref)),
                                          "identical_served_together": sum(x == y for x, y in zip(t_together, ref)),

@@ -1,6 +1,6 @@
 """Does the one-row matrix-vector kernel stream faster when x is loaded in the weight tile's own layout?
 
-    python benchmarks/gpu/gemv_variants.py [--out DIR]                                          (H200, ~4 min)
+    python benchmarks/gpu/experiments/gemv_variants.py [--out DIR]                                          (H200, ~4 min)
 
 Chapter 40a's `gemv_kernel` loads x [BLOCK_K] as a 1-D tensor and broadcasts it over the [BLOCK_N, BLOCK_K] weight
 tile; Triton converts its layout through shared memory with three barriers per iteration of the K loop (read in
@@ -12,11 +12,14 @@ timings as in gemv_sweep.py (one CUDA graph over >= 512 MB of weight copies).
 import argparse
 import itertools
 import math
+import sys
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))          # benchmarks/gpu: common.py
 from common import env, save, table
 from gemv_sweep import graph_us, shapes_of
 from int8_convert_variants import PRMT

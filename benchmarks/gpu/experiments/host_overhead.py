@@ -2,7 +2,7 @@
 buffers saves: the same engine with chapter 24a's `fill_decode_buffers` (pinned mirrors, three queued copies) and
 with the earlier version (pageable numpy, five synchronous copies), in one run.
 
-    python benchmarks/gpu/host_overhead.py [--shape Qwen2.5-0.5B] [--steps 257] [--out DIR]      (H200, ~1 min)
+    python benchmarks/gpu/experiments/host_overhead.py [--shape Qwen2.5-0.5B] [--steps 257] [--out DIR]      (H200, ~1 min)
 
 Per step, microseconds of host wall time in: schedule, fill (the buffer copies), replay (the graph launch call),
 sampler (argmax launch), run (all of the runner), and after (read back the tokens, which waits for the GPU, and
@@ -10,12 +10,15 @@ postprocess); next to the GPU time of one replay (CUDA events) and the step's to
 """
 import argparse
 import itertools
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))          # benchmarks/gpu: common.py
 from common import config_dir, env, save, table
 
 

@@ -2,7 +2,7 @@
 
 Measures batch-1 decode ms/step with the PyTorch paged backend and the Triton decode kernel, the same for HF
 transformers `generate` on the same checkpoint, and a 64-request throughput; checks greedy agreement with HF in fp32
-on a short prompt. Usage (H200 machine): python benchmarks/gpu/engine_smoke.py [--out DIR]
+on a short prompt. Usage (H200 machine): python benchmarks/gpu/experiments/engine_smoke.py [--out DIR]
 """
 import argparse
 import datetime
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 QWEN05 = dict(architectures=["Qwen2ForCausalLM"], model_type="qwen2", vocab_size=151936, hidden_size=896,
               intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
@@ -45,11 +45,11 @@ def time_decode(fn, n: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "results"))
     a = ap.parse_args()
     from mini_infer import LLM, SamplingParams
     from mini_infer.layers.attention import Attention
-    from mini_infer.engine.model_runner import ATTENTION_BACKENDS
+    from mini_infer.engine_config import KERNELS
     from transformers import AutoModelForCausalLM
     tmp = Path(tempfile.mkdtemp())
     save_random(tmp)
@@ -61,7 +61,7 @@ def main() -> None:
     for name in ("paged", "triton"):
         for m in llm.model.modules():
             if isinstance(m, Attention):
-                m.backend = ATTENTION_BACKENDS[name]
+                m.backend = KERNELS.lookup(name).attention
         res[f"mini_infer_{name}_ms_per_step"] = time_decode(gen, 64)
     hf = AutoModelForCausalLM.from_pretrained(str(tmp), dtype=torch.bfloat16).cuda().eval()
     x = torch.tensor([prompt], device="cuda")

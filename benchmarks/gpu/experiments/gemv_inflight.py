@@ -1,6 +1,6 @@
 """Is the int8 one-row matrix-vector kernel short of bytes in flight?
 
-    python benchmarks/gpu/gemv_inflight.py [--out DIR]                                          (H200, ~3 min)
+    python benchmarks/gpu/experiments/gemv_inflight.py [--out DIR]                                          (H200, ~3 min)
 
 Chapter 40a's `gemv_kernel` keeps an fp32 accumulator per weight element of its [BLOCK_N, BLOCK_K] tile, so an
 int8 tile holds half the bytes of a bf16 tile of the same registers: half the loads in flight. "reduce" sums each
@@ -11,11 +11,14 @@ subtract, fp16 -> fp32 on the float pipe). Grid of tiles per Qwen2.5-7B int8 sha
 import argparse
 import itertools
 import math
+import sys
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))          # benchmarks/gpu: common.py
 from common import env, save, table
 from gemv_sweep import graph_us, shapes_of
 from mini_infer.kernels.triton_int8 import INT8X4_TO_FLOAT as F16   # the conversion measured here, now the library's

@@ -1,6 +1,6 @@
 """Which int8 -> fp32 conversion lets a batch-1 int8 matrix-vector product stream fastest on the H200?
 
-    python benchmarks/gpu/int8_convert_variants.py [--out DIR]                                  (H200, ~1 min)
+    python benchmarks/gpu/experiments/int8_convert_variants.py [--out DIR]                                  (H200, ~1 min)
 
 Three conversions inside the same one-row kernel (chapter 40a's `gemv_kernel`, M = 1 path), each over a grid of
 tiles, on the Qwen2.5-7B int8 shapes: "i2f" the plain conversion (the integer-to-float unit, 16 per clock per
@@ -11,11 +11,14 @@ Timings as in gemv_sweep.py (one CUDA graph over >= 512 MB of weight copies).
 import argparse
 import itertools
 import math
+import sys
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))          # benchmarks/gpu: common.py
 from common import env, save, table
 from gemv_sweep import graph_us
 
