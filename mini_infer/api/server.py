@@ -31,7 +31,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..engine.async_engine import EngineThread, EngineUnavailable
+from ..engine.async_engine import EngineThread, EngineUnavailable, num_waiting_seqs
 from ..engine.llm_engine import StreamOutput
 from ..engine.sampling import SamplingParams
 
@@ -277,7 +277,7 @@ async def submit_all(state, rid: str, prompts: list, params: SamplingParams) -> 
     if new > state.max_queue:
         raise APIError(400, f"this request has {new} sequences ({len(prompts)} prompt(s) x "
                        f"n={params.n}): more than max_queue={state.max_queue}", param="n")
-    waiting = state.thread.num_waiting_seqs()
+    waiting = num_waiting_seqs(state.engine)
     if waiting + new > state.max_queue:
         raise APIError(429, f"{waiting} sequences are already waiting and this request adds {new} "
                        f"(max_queue={state.max_queue}); retry later", type="rate_limit_error",
