@@ -301,6 +301,8 @@ def step(self: LLMEngine) -> list[StreamOutput]:
             outputs += self._fail_request(request_id, e)
         return outputs
     for seq, n in plan.scheduled:
+        if seq.status is SequenceStatus.FINISHED:              # its request failed in this loop
+            continue
         if seq.num_computed_tokens < seq.num_prompt_tokens:
             self.counters["prompt_tokens"] += min(n, seq.num_prompt_tokens - seq.num_computed_tokens)
         seq.num_computed_tokens += n
