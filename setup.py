@@ -6,7 +6,8 @@ cfg = ConfigParser(delimiters=["="])
 cfg.read("settings.ini", encoding="utf-8")
 cfg = cfg["DEFAULT"]
 licenses = {"apache2": ("Apache Software License 2.0", "OSI Approved :: Apache Software License")}
-statuses = ["Planning", "Pre-Alpha", "Alpha", "Beta", "Production/Stable", "Mature", "Inactive"]
+# settings.ini `status` is the trove number: 1 Planning ... 3 Alpha, 4 Beta, 5 Production/Stable (1-based)
+statuses = {1: "Planning", 2: "Pre-Alpha", 3: "Alpha", 4: "Beta", 5: "Production/Stable", 6: "Mature", 7: "Inactive"}
 
 setuptools.setup(
     name=cfg["lib_name"].replace("_", "-"),
@@ -17,6 +18,7 @@ setuptools.setup(
     author=cfg["author"],
     author_email=cfg["author_email"],
     license=licenses[cfg["license"]][0],
+    license_files=["LICENSE"],
     url=cfg["git_url"],
     keywords=cfg.get("keywords", "").split(),
     classifiers=[

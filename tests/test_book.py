@@ -206,7 +206,8 @@ def chromium() -> str:
     if exe is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed (.ci/run installs Debian's chromium)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+        pytest.skip("chromium is not installed, so the rendered book is not checked in a browser (MathJax "
+                    "typesetting, a real screenshot): apt-get install chromium to run these tests")
     return exe
 
 

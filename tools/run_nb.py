@@ -27,6 +27,7 @@ def run(fn: Path, force: set) -> None:
         return bool(flags & d.keys())
 
     os.environ["IN_TEST"] = "1"
+    os.environ["MINI_INFER_WRITE_FIGURES"] = "1"          # chapters redraw their committed figures only here
     shell = CaptureShell(fn)
     cwd = os.getcwd()
     os.chdir(fn.parent)

@@ -44,7 +44,8 @@ def _verify_sampling_params(p) -> None:
         isinstance(p.stop_token_ids, (list, tuple)) and all(integer(t) and t >= 0 for t in p.stop_token_ids)),
         "a list of token ids >= 0")
     check("ignore_eos", isinstance(p.ignore_eos, bool), "a bool")
-    check("seed", p.seed is None or integer(p.seed), "None or an integer")
+    check("seed", p.seed is None or (integer(p.seed) and -2**63 <= p.seed < 2**63),
+          "None or an integer in [-2**63, 2**63 - 1]")
     check("logprobs", count_or_none(p.logprobs), "None or an integer >= 0")
     check("prompt_logprobs", count_or_none(p.prompt_logprobs), "None or an integer >= 0")
     check("n", p.n == 1 or p.temperature >= _SAMPLING_EPS, "1 when temperature is 0 (greedy samples are identical)")
@@ -77,6 +78,10 @@ class SamplingParams:
         if self.is_greedy:  # the filters cannot change an argmax; vLLM turns them off
             self.top_p, self.top_k, self.min_p = 1.0, 0, 0.0
 
+    def verify(self) -> None:
+        "Check every field again (a dataclass can be changed after construction); ValueError naming it."
+        _verify_sampling_params(self)
+
     @property
     def is_greedy(self) -> bool:
         "Temperature (near) zero: take the argmax instead of sampling."
@@ -94,8 +99,8 @@ class SamplingRow:
 # %% ../../nbs/13_sampling.ipynb #8fdc0bcc
 def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     "A `torch.Generator` on `device` seeded with `seed`: one per seeded request, one for the engine."
-    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or not -2**63 <= seed < 2**64:
+        raise ValueError(f"seed must be an integer in [-2**63, 2**64 - 1] (torch's range), got {seed!r}")
     generator = torch.Generator(device=device)
     generator.manual_seed(int(seed))
     return generator

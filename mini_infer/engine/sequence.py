@@ -42,6 +42,7 @@ class Sequence:
         self.row = SamplingRow(params, self.token_ids[: self.num_prompt_tokens], [], generator)
         self.detok = IncrementalDetokenizer(tokenizer, prompt_token_ids) if tokenizer is not None else None
         self.text, self.finish_reason = "", None
+        self.error: str | None = None                    # why, when finish_reason is "error"
         self.logprobs: list = [] if params.logprobs is not None else None
         self.prompt_logprobs: list | None = None
         self.cumulative_logprob = 0.0
