@@ -9,6 +9,7 @@ __all__ = ['PLUGIN_PACKAGES', 'KERNELS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'MO
 
 # %% ../nbs/01a_engine_config.ipynb #579f5f4a
 import importlib
+import json
 import logging
 import math
 import numbers
@@ -169,13 +170,15 @@ class EngineConfig:
     dtype: str = option("float32", "weights, activations and KV cache dtype", choices=tuple(DTYPES))
     device: str = option("cpu", "cpu or cuda[:i]")
     block_size: int = option(16, "tokens per KV cache block")
-    num_kv_blocks: int | None = option(None, "KV blocks of the pool (default: the memory rule, chapter 20)")
+    num_kv_blocks: int | None = option(None, "KV blocks of the pool (default: the memory rule, chapter 20)",
+                                       type=int)
     max_num_seqs: int = option(256, "sequences in one step at most")
     max_num_batched_tokens: int = option(2048, "tokens in one step at most (chunked prefill, chapter 22)")
-    max_model_len: int | None = option(None, "context length (default: the model's)")
-    enable_prefix_caching: bool = option(True, "reuse cached blocks of shared prefixes (chapter 23)")
+    max_model_len: int | None = option(None, "context length (default: the model's)", type=int)
+    enable_prefix_caching: bool = option(True, "reuse cached blocks of shared prefixes (chapter 23)",
+                                         cli_names=("--enable-prefix-caching", "--prefix-caching"))
     kv_cache_dtype: str = option("auto", "KV cache dtype (auto: the model's dtype)", registry=KV_CACHE_DTYPES)
-    quantization: str | None = option(None, "weight quantization method", registry=QUANTIZATIONS)
+    quantization: str | None = option(None, "weight quantization method", registry=QUANTIZATIONS, type=str)
     kernels: str = option("auto", "auto, or a kernel set: triton (GPU), paged (CPU), torch "
                           "(transformers' own calls, bit-exact), reference", registry=KERNELS)
     enforce_eager: bool = option(False, "no CUDA graphs on a GPU")
@@ -183,7 +186,8 @@ class EngineConfig:
     gpu_memory_utilization: float = option(0.9, "share of free GPU memory for the KV cache")
     load_format: str = option("auto", "auto, or dummy: random weights of the checkpoint's shapes",
                               choices=("auto", "dummy"))
-    speculative_config: dict | None = option(None, "speculative decoding (not available yet)")
+    speculative_config: dict | None = option(None, "speculative decoding, as JSON (not available yet)",
+                                             type=json.loads)
     tensor_parallel_size: int = option(1, "GPUs to shard the model over (only 1 for now)")
     seed: int = option(0, "the engine's sampling seed (requests without a seed draw from it)")
 

@@ -1,8 +1,9 @@
 """The model transformations of the CUDA path, run on the CPU under Triton's interpreter.
 
-On CUDA the engine's default `kernels="triton"` calls `use_gpu_kernels(model)` (chapter 25): q/k/v and gate/up
-merged into one matrix each, the fused Triton norms, RoPE and SiLU-and-mul, and the Triton matrix-vector kernel for
-one-row products; its attention backend is the Triton decode kernel, which brings the one-launch K/V cache write.
+On CUDA the engine's default `kernels="triton"` runs the model passes registered for the Triton kernel set
+(chapter 16's `prepare_model`): q/k/v and gate/up merged into one matrix each (chapter 10), the fused Triton norms,
+RoPE and SiLU-and-mul (10a), and the Triton matrix-vector kernel for one-row products (40a); its attention backend is
+the Triton decode kernel, which brings the one-launch K/V cache write (21a).
 CI has no GPU, so this test asks a CPU engine for `kernels="triton"` under `TRITON_INTERPRET=1` (process-wide, hence
 a subprocess) and compares it with the plain CPU engine (the paged backend): fp32 logits to summation-order rounding, greedy
 continuations token for token, through the batched paged engine, for Qwen2 (q/k/v biases) and Qwen3 (q/k norms on
@@ -30,7 +31,7 @@ SCRIPT = textwrap.dedent("""
             path = save_tiny(hf_tiny_model(cfg), d)
             for quant in (None, "int8"):
                 ref, gpu = (LLM(path, block_size=4, max_num_batched_tokens=16, quantization=quant, kernels=kernels)
-                            for kernels in ("torch", "triton"))
+                            for kernels in ("paged", "triton"))
                 modules = list(gpu.model.modules())
                 counts = {"merged": sum(getattr(m, a, None) is not None for m in modules
                                         for a in ("qkv_proj", "gate_up_proj")),
@@ -48,7 +49,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_use_gpu_kernels_matches_the_cpu_engine():
+def test_triton_kernel_set_matches_the_cpu_engine():
     env = {**ENV, "TRITON_INTERPRET": "1"}
     r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -4,24 +4,22 @@
 
 # %% auto #0
 __all__ = ['logger', 'CompletionOutput', 'RequestOutput', 'StreamOutput', 'to_token_ids', 'check_fits', 'make_block_manager',
-           'make_model_runner', 'LLMEngine', 'add_request', 'abort', 'step', 'stats', 'has_unfinished_requests',
-           'request_output', 'prompt_logits', 'LLM']
+           'make_model_runner', 'LLMEngine', 'LLM']
 
 # %% ../../nbs/25_engine.ipynb #3bc37935
-import importlib
 import logging
-import os
 from collections import deque
 from dataclasses import dataclass, field
 
 import torch
+from fastcore.basics import patch
 
 from .cuda_graphs import CUDAGraphModelRunner
 from .kv_cache import kv_bytes_per_token, kv_memory_budget, kv_stream_groups, plan_kv_pools
 from .model_runner import BatchInvariantModelRunner, ModelRunner, prepare_inputs
 from .prefix_cache import make_kv_cache
-from .sampling import Sampler, SamplingParams, make_generator
-from .scheduler import BatchInvariantScheduler, Scheduler
+from .sampling import Sampler, SamplerOutput, SamplingParams, make_generator
+from .scheduler import BatchInvariantScheduler, Scheduler, SchedulerOutput
 from .sequence import Sequence, SequenceStatus, append_token, stream_delta
 from .tokenizer import Tokenizer
 from ..engine_config import EngineConfig
@@ -100,23 +98,21 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, max_model_len: in
     if need > kv_budget_tokens:
         raise ValueError(f"a sequence of {need} tokens does not fit the KV cache of {kv_budget_tokens} tokens")
 
-# %% ../../nbs/25_engine.ipynb #b206fad6
+# %% ../../nbs/25_engine.ipynb #87faae70
 def make_block_manager(model, options: EngineConfig, max_model_len: int):
     "The KV cache of `model` under `options`: its groups' pools, sized by `num_kv_blocks` or the memory rule."
-    groups = kv_stream_groups(model, options.torch_dtype)
-    P = options.block_size
-    plan = plan_kv_pools(groups, P, kv_memory_budget(options.torch_device, options.gpu_memory_utilization),
-                         options.max_num_seqs, options.max_num_batched_tokens,
+    groups, P = kv_stream_groups(model, options.torch_dtype), options.block_size
+    budget = kv_memory_budget(options.torch_device, options.gpu_memory_utilization)
+    plan = plan_kv_pools(groups, P, budget, options.max_num_seqs, options.max_num_batched_tokens,
                          options.max_num_seqs * -(-max_model_len // P), options.num_kv_blocks)
     specs = {g: spec for g, (spec, _) in groups.items()}
     return make_kv_cache(specs, plan, P, options.use_prefix_caching)
 
-
+# %% ../../nbs/25_engine.ipynb #b206fad6
 def make_model_runner(model, block_manager, options: EngineConfig, sampler: Sampler,
                       max_model_len: int) -> ModelRunner:
     "The runner `options` ask for: batch-invariant, CUDA-graph decode (on CUDA), or plain."
-    pools = getattr(block_manager, "pools", [block_manager])
-    rows = {p.group: p.num_rows for p in pools}
+    rows = {p.group: p.num_rows for p in getattr(block_manager, "pools", [block_manager])}
     args = (model, rows, options.block_size, options.torch_dtype, options.torch_device, sampler)
     if options.batch_invariant:
         return BatchInvariantModelRunner(*args)
@@ -131,65 +127,148 @@ class LLMEngine:
     "Continuous batching over a paged KV cache: `add_request`, `step`, `abort` [kwon2023efficient, Sec. 4]."
 
     def __init__(self, model=None, config: EngineConfig | None = None, **options):
-        self.engine_config = c = config or EngineConfig(model=model, **options)   # every option checked here
+        self.engine_config = c = config or EngineConfig(model=model, **options)   # every option checked
         self.dtype, self.device, self.block_size = c.torch_dtype, c.torch_device, c.block_size
         self.config, self.model, self.tokenizer = load_model(c.model, self.dtype, self.device, c.load_format)
-        self.passes = prepare_model(self.model, c)                      # quantize, merge, kernels (chapter 16)
+        self.passes = prepare_model(self.model, c)                 # quantize, merge, kernels (chapter 16)
         self.max_model_len = c.max_model_len or self.config.max_position_embeddings
         if not 0 < self.max_model_len <= self.config.max_position_embeddings:
-            raise ValueError(f"max_model_len={self.max_model_len} must be in 1..{self.config.max_position_embeddings}"
-                             " (the model's max_position_embeddings)")
-        self.eos_token_ids = set(self.config.eos_token_ids) | (self.tokenizer.eos_token_ids if self.tokenizer else set())
+            raise ValueError(f"max_model_len={self.max_model_len} must be in "
+                             f"1..{self.config.max_position_embeddings} (the model's max_position_embeddings)")
+        tok_eos = self.tokenizer.eos_token_ids if self.tokenizer else set()
+        self.eos_token_ids = set(self.config.eos_token_ids) | tok_eos
         self.kv_bytes_per_token = kv_bytes_per_token(self.model, self.dtype)
-        self.block_manager = make_block_manager(self.model, c, self.max_model_len)
-        self.num_kv_blocks, self.kv_budget_tokens = self.block_manager.num_blocks, self.block_manager.max_tokens()
+        self.block_manager = bm = make_block_manager(self.model, c, self.max_model_len)
+        self.num_kv_blocks, self.kv_budget_tokens = bm.num_blocks, bm.max_tokens()
         scheduler = BatchInvariantScheduler if c.batch_invariant else Scheduler
-        self.scheduler = scheduler(self.block_manager, c.max_num_seqs, c.max_num_batched_tokens)
+        self.scheduler = scheduler(bm, c.max_num_seqs, c.max_num_batched_tokens)
         self.sampler = Sampler(sorted(self.eos_token_ids), seed=c.seed, device=self.device)
-        self.runner = make_model_runner(self.model, self.block_manager, c, self.sampler, self.max_model_len)
+        self.runner = make_model_runner(self.model, bm, c, self.sampler, self.max_model_len)
         self.kernels = c.resolved_kernels
-        self.requests: dict[str, list[Sequence]] = {}          # request id -> its samples (engine thread only)
-        self.inbox: deque = deque()                             # ("add", ...) / ("abort", id) from any thread
-        self.finished: dict[str, list[Sequence]] = {}          # finished requests until collected
+        self.requests: dict[str, list[Sequence]] = {}       # request id -> its samples (engine thread only)
+        self.inbox: deque = deque()                          # ("add", ...) / ("abort", id) from any thread
+        self.finished: dict[str, list[Sequence]] = {}       # finished requests until collected
         self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "requests_finished": 0, "steps": 0}
         self._next_seq_id = 0
 
-    def _fail_request(self, request_id: str, exc: BaseException) -> list[StreamOutput]:
-        "End a request's unfinished samples with 'error' and free their blocks; their outputs."
-        error = f"{type(exc).__name__}: {exc}"
-        logger.error("request %s failed (the others go on): %s", request_id, error, exc_info=exc)
-        outs = []
-        for seq in self.requests.get(request_id, []):
-            if seq.status is not SequenceStatus.FINISHED:
-                seq.finish_reason, seq.error = "error", error
-                self.scheduler.finish(seq)                           # frees its blocks
-                outs.append(StreamOutput(request_id, seq.index, "", [], "error", None,
-                                         seq.num_prompt_tokens, seq.num_output_tokens,
-                                         seq.num_cached_tokens, error))
-        self._may_retire(request_id)
-        return outs
+    def step(self) -> list[StreamOutput]:
+        "One engine step: schedule, run, postprocess; the StreamOutputs of every sample that moved."
+        outputs = self._drain_inbox()                       # requests that failed to start
+        plan = self.schedule()
+        if not plan.scheduled:
+            return outputs
+        try:
+            sampled, out = self.run(plan)
+        except Exception as e:                              # the batch's failure: all its requests end
+            requests = dict.fromkeys(seq.request_id for seq, _ in plan.scheduled)
+            return outputs + [o for rid in requests for o in self._fail_request(rid, e)]
+        return outputs + self.postprocess(plan, sampled, out)
+
+    def schedule(self) -> SchedulerOutput:
+        "The step's plan: (sequence, new tokens) pairs within the token budget (chapter 22)."
+        return self.scheduler.schedule()
+
+    def run(self, plan: SchedulerOutput) -> tuple[list[Sequence], SamplerOutput | None]:
+        "One packed forward and the sampler (chapter 24): the sequences that sampled and their tokens."
+        self.counters["steps"] += 1
+        return self.runner.run(plan.scheduled)
 
 # %% ../../nbs/25_engine.ipynb #1ea77494
-def add_request(self: LLMEngine, request_id: str, prompt, params: SamplingParams | None = None,
-                prompt_text: str | None = None) -> tuple[str | None, list[int]]:
-    "Check a request (ValueError if it cannot run) and queue it for the next step; returns (text, token ids)."
+@patch
+def postprocess(self: LLMEngine, plan: SchedulerOutput, sampled: list[Sequence],
+                out: SamplerOutput | None) -> list[StreamOutput]:
+    "Advance the scheduled sequences, append the sampled tokens, finish and free; the StreamOutputs."
+    outputs = []
+    for seq, n in plan.scheduled:
+        if seq.status is SequenceStatus.FINISHED:                # its request failed in this loop
+            continue
+        if seq.num_computed_tokens < seq.num_prompt_tokens:
+            self.counters["prompt_tokens"] += min(n, seq.num_prompt_tokens - seq.num_computed_tokens)
+        seq.num_computed_tokens += n
+        try:
+            self.block_manager.cache_full_blocks(seq)
+        except Exception as e:
+            outputs += self._fail_request(seq.request_id, e)
+    token_ids = out.token_ids.tolist() if sampled else []      # the step's one device-to-host copy
+    for i, seq in enumerate(sampled):
+        if seq.status is SequenceStatus.FINISHED:                # failed above, with its request
+            continue
+        try:
+            append_token(seq, token_ids[i], out.logprobs[i], self.eos_token_ids, self.max_model_len)
+            outputs.append(self._stream_output(seq))
+        except Exception as e:                                   # this request fails alone
+            outputs += self._fail_request(seq.request_id, e)
+            continue
+        self.counters["generation_tokens"] += 1
+        if seq.is_finished:
+            self.scheduler.finish(seq)
+            self._may_retire(seq.request_id)
+    return outputs
+
+# %% ../../nbs/25_engine.ipynb #70571e6e
+@patch
+def _fail_request(self: LLMEngine, request_id: str, exc: BaseException) -> list[StreamOutput]:
+    "End a request's unfinished samples with 'error' and free their blocks; their outputs."
+    error = f"{type(exc).__name__}: {exc}"
+    logger.error("request %s failed (the others go on): %s", request_id, error, exc_info=exc)
+    outs = []
+    for seq in self.requests.get(request_id, []):
+        if seq.status is not SequenceStatus.FINISHED:
+            seq.finish_reason, seq.error = "error", error
+            self.scheduler.finish(seq)                           # frees its blocks
+            outs.append(StreamOutput(request_id, seq.index, "", [], "error", None, seq.num_prompt_tokens,
+                                     seq.num_output_tokens, seq.num_cached_tokens, error))
+    self._may_retire(request_id)
+    return outs
+
+
+@patch
+def _stream_output(self: LLMEngine, seq: Sequence) -> StreamOutput:
+    k, seq.num_streamed_tokens = seq.num_streamed_tokens, seq.num_output_tokens
+    return StreamOutput(seq.request_id, seq.index, stream_delta(seq), seq.token_ids[seq.num_prompt_tokens + k:],
+                        seq.finish_reason, seq.logprobs[k:] if seq.logprobs is not None else None,
+                        seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens,
+                        prompt_logprobs=seq.prompt_logprobs if k == 0 else None)
+
+
+@patch
+def _may_retire(self: LLMEngine, request_id: str) -> None:
+    seqs = self.requests.get(request_id, [])
+    if seqs and all(s.is_finished for s in seqs):
+        self.counters["requests_finished"] += 1
+        self.finished[request_id] = self.requests.pop(request_id)
+
+# %% ../../nbs/25_engine.ipynb #2d0aa160
+@patch
+def check_request(self: LLMEngine, prompt, params: SamplingParams | None = None) -> tuple:
+    "(text or None, token ids, params) of a request that can run; TypeError or ValueError otherwise."
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams):
         raise TypeError(f"params must be a SamplingParams, got {type(params).__name__}")
     params.verify()
-    if request_id in self.requests or request_id in self.finished:
-        raise ValueError(f"request id {request_id!r} is already in use")
     text, ids = to_token_ids(prompt, self.tokenizer, self.config.vocab_size)
     check_fits(len(ids), params, self.max_model_len, self.kv_budget_tokens)
+    return text, ids, params
+
+
+@patch
+def add_request(self: LLMEngine, request_id: str, prompt, params: SamplingParams | None = None,
+                prompt_text: str | None = None, checked: tuple | None = None) -> tuple[str | None, list[int]]:
+    "Check a request (unless `checked` holds `check_request`'s answer) and queue it; (text, token ids)."
+    if request_id in self.requests or request_id in self.finished:
+        raise ValueError(f"request id {request_id!r} is already in use")
+    text, ids, params = checked or self.check_request(prompt, params)
     self.inbox.append(("add", request_id, prompt_text or text, ids, params))
     return prompt_text or text, ids
 
 
+@patch
 def abort(self: LLMEngine, request_id: str) -> None:
     "Stop a request at the next step and free its blocks; unknown ids are ignored."
     self.inbox.append(("abort", request_id))
 
-
+# %% ../../nbs/25_engine.ipynb #cf0ed4b3
+@patch
 def _drain_inbox(self: LLMEngine) -> list[StreamOutput]:
     "Apply aborts, admit new requests; the StreamOutputs of requests that failed to start."
     failed = []
@@ -218,83 +297,26 @@ def _drain_inbox(self: LLMEngine) -> list[StreamOutput]:
         self.requests[request_id] = seqs
     return failed
 
-
-LLMEngine.add_request, LLMEngine.abort, LLMEngine._drain_inbox = add_request, abort, _drain_inbox
-
-# %% ../../nbs/25_engine.ipynb #70571e6e
-def step(self: LLMEngine) -> list[StreamOutput]:
-    "One engine step: drain the inbox, schedule, run one packed forward, postprocess."
-    outputs = self._drain_inbox()                               # requests that failed to start
-    plan = self.scheduler.schedule()
-    if not plan.scheduled:
-        return outputs
-    self.counters["steps"] += 1
-    try:
-        sampled, out = self.runner.run(plan.scheduled)         # the forward and the sampler
-    except Exception as e:                                      # all of its requests end
-        for request_id in dict.fromkeys(seq.request_id for seq, _ in plan.scheduled):
-            outputs += self._fail_request(request_id, e)
-        return outputs
-    for seq, n in plan.scheduled:
-        if seq.status is SequenceStatus.FINISHED:              # its request failed in this loop
-            continue
-        if seq.num_computed_tokens < seq.num_prompt_tokens:
-            self.counters["prompt_tokens"] += min(n, seq.num_prompt_tokens - seq.num_computed_tokens)
-        seq.num_computed_tokens += n
-        try:
-            self.block_manager.cache_full_blocks(seq)
-        except Exception as e:
-            outputs += self._fail_request(seq.request_id, e)
-    token_ids = out.token_ids.tolist() if sampled else []                 # the step's one device-to-host copy
-    for i, seq in enumerate(sampled):
-        if seq.status is SequenceStatus.FINISHED:              # failed above, with its request
-            continue
-        try:
-            append_token(seq, token_ids[i], out.logprobs[i], self.eos_token_ids, self.max_model_len)
-            outputs.append(self._stream_output(seq))
-        except Exception as e:                                            # this request fails alone
-            outputs += self._fail_request(seq.request_id, e)
-            continue
-        self.counters["generation_tokens"] += 1
-        if seq.is_finished:
-            self.scheduler.finish(seq)
-            self._may_retire(seq.request_id)
-    return outputs
-
-
-def _stream_output(self: LLMEngine, seq: Sequence) -> StreamOutput:
-    k, seq.num_streamed_tokens = seq.num_streamed_tokens, seq.num_output_tokens
-    return StreamOutput(seq.request_id, seq.index, stream_delta(seq), seq.token_ids[seq.num_prompt_tokens + k:],
-                        seq.finish_reason, seq.logprobs[k:] if seq.logprobs is not None else None,
-                        seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens,
-                        prompt_logprobs=seq.prompt_logprobs if k == 0 else None)
-
-
-def _may_retire(self: LLMEngine, request_id: str) -> None:
-    seqs = self.requests.get(request_id, [])
-    if seqs and all(s.is_finished for s in seqs):
-        self.counters["requests_finished"] += 1
-        self.finished[request_id] = self.requests.pop(request_id)
-
-
-LLMEngine.step, LLMEngine._stream_output, LLMEngine._may_retire = step, _stream_output, _may_retire
-
 # %% ../../nbs/25_engine.ipynb #5bbca6d1
+@patch
 def stats(self: LLMEngine) -> dict:
     "Engine counters and gauges: requests, blocks, prefix cache, preemptions, tokens."
     bm = self.block_manager
-    return {"num_requests_running": len(self.scheduler.running), "num_requests_waiting": len(self.scheduler.waiting),
+    return {"num_requests_running": len(self.scheduler.running),
+            "num_requests_waiting": len(self.scheduler.waiting),
             "kv_blocks_total": bm.num_blocks, "kv_blocks_free": bm.num_unused_blocks(),
             "prefix_cache_queries": getattr(bm, "num_queried_tokens", 0),
             "prefix_cache_hits": getattr(bm, "num_hit_tokens", 0),
             "num_preemptions": self.scheduler.num_preemptions, **self.counters}
 
 
+@patch
 def has_unfinished_requests(self: LLMEngine) -> bool:
     return bool(self.inbox) or self.scheduler.has_unfinished()
 
 
-def request_output(self: LLMEngine, request_id: str) -> "RequestOutput":
+@patch
+def request_output(self: LLMEngine, request_id: str) -> RequestOutput:
     "Collect a finished request's RequestOutput (and forget the request)."
     seqs = self.finished.pop(request_id)
     s0 = seqs[0]
@@ -304,11 +326,8 @@ def request_output(self: LLMEngine, request_id: str) -> "RequestOutput":
     return RequestOutput(request_id, s0.prompt_text, s0.token_ids[:s0.num_prompt_tokens], outs,
                          prompt_logprobs=s0.prompt_logprobs)
 
-
-LLMEngine.stats, LLMEngine.has_unfinished_requests = stats, has_unfinished_requests
-LLMEngine.request_output = request_output
-
 # %% ../../nbs/25_engine.ipynb #b6699822
+@patch
 @torch.no_grad()
 def prompt_logits(self: LLMEngine, token_ids: list[int]) -> torch.Tensor:
     "fp32 logits [len, V] of one full-prompt forward through the paged cache (engine must have room)."
@@ -318,17 +337,14 @@ def prompt_logits(self: LLMEngine, token_ids: list[int]) -> torch.Tensor:
     if not self.block_manager.allocate_slots(seq, len(ids)):
         raise RuntimeError("the KV cache is busy: call logits() when no request is running")
     try:
-        input_ids, positions, md, _ = prepare_inputs([(seq, len(ids))], self.block_size, self.device, self.runner.groups)
-        return self.model.compute_logits(self.model(input_ids, positions, md)).float().cpu()
+        inputs = prepare_inputs([(seq, len(ids))], self.block_size, self.device, self.runner.groups)
+        return self.model.compute_logits(self.model(*inputs[:3])).float().cpu()
     finally:
         self.block_manager.free(seq)
 
-
-LLMEngine.prompt_logits = prompt_logits
-
 # %% ../../nbs/25_engine.ipynb #374d45c5
 class LLM:
-    "vLLM-style offline entry point: `LLM(model).generate(prompts, SamplingParams(...))`."
+    "vLLM-style offline entry point: `LLM(model, **EngineConfig options).generate(prompts, SamplingParams(...))`."
 
     def __init__(self, model=None, **engine_options):
         self.engine = LLMEngine(model, **engine_options)
@@ -341,16 +357,12 @@ class LLM:
         if len(params) != len(requests):
             raise ValueError(f"{len(params)} SamplingParams for {len(requests)} prompts")
         e = self.engine
-        for (_, ids), p in zip(requests, params):       # every check before anything is queued
-            if not isinstance(p, SamplingParams):
-                raise TypeError(f"sampling_params must be SamplingParams, got {type(p).__name__}")
-            p.verify()
-            check_fits(len(ids), p, e.max_model_len, e.kv_budget_tokens)
+        checked = [e.check_request(ids, p) for (_, ids), p in zip(requests, params)]   # before queueing
         rids = [str(self._next_id + i) for i in range(len(requests))]
         self._next_id += len(requests)
         try:
-            for rid, (text, ids), p in zip(rids, requests, params):
-                e.add_request(rid, ids, p, prompt_text=text)
+            for rid, (text, _), c in zip(rids, requests, checked):
+                e.add_request(rid, None, prompt_text=text, checked=c)
             while e.has_unfinished_requests():
                 e.step()
             return [e.request_output(rid) for rid in rids]
@@ -366,17 +378,18 @@ class LLM:
         "Complete each prompt (a string, a list of token ids, or a list of either)."
         if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
-        return self._run([to_token_ids(p, self.tokenizer, self.config.vocab_size) for p in prompts], sampling_params)
+        requests = [to_token_ids(p, self.tokenizer, self.config.vocab_size) for p in prompts]
+        return self._run(requests, sampling_params)
 
     def chat(self, messages, sampling_params=None, add_generation_prompt: bool = True) -> list[RequestOutput]:
-        "Complete one conversation (a list of {role, content} dicts) or a list of them, through the chat template."
+        "Complete one conversation (a list of {role, content} dicts), or a list of them, through the template."
         if self.tokenizer is None:
             raise ValueError("this model has no tokenizer files, so it has no chat template")
         convs = [messages] if messages and isinstance(messages[0], dict) else messages
-        texts = [self.tokenizer.apply_chat_template(c, add_generation_prompt=add_generation_prompt) for c in convs]
+        texts = [self.tokenizer.apply_chat_template(c, add_generation_prompt=add_generation_prompt)
+                 for c in convs]
         ids = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
-        return self._run([(t, to_token_ids(i, None, self.config.vocab_size)[1]) for t, i in zip(texts, ids)],
-                         sampling_params)
+        return self._run([(t, i) for t, i in zip(texts, ids)], sampling_params)
 
     def logits(self, token_ids: list[int]) -> torch.Tensor:
         "fp32 logits [len, V] of one full-prompt forward: the parity hook."
