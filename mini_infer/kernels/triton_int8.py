@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['INT8X4_TO_FLOAT', 'INT8_GEMV_MAX_M', 'int8_gemm_kernel', 'int8_gemm_config', 'int8_splitk_reduce_kernel', 'int8_gemm',
            'check_int8_inputs', 'num_sms', 'int8_to_float', 'gemv_kernel', 'gemv_config', 'gemv', 'triton_linear',
-           'use_triton_gemv', 'triton_int8_linear', 'triton_gemv_pass']
+           'use_triton_gemv', 'triton_int8_linear', 'int8_linear_kernel', 'triton_gemv_pass']
 
 # %% ../../nbs/40a_triton_int8.ipynb #18c78d30
 import functools
@@ -16,6 +16,8 @@ import triton
 import triton.language as tl
 
 from ..engine_config import register_pass
+from ..layers.basic import ColumnParallelLinear, RowParallelLinear
+from ..quant.int8 import INT8_KERNEL_MAX_M, Int8Linear, dequantize_int8
 
 # %% ../../nbs/40a_triton_int8.ipynb #005f04e1
 @triton.jit
@@ -258,11 +260,11 @@ def triton_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 
 def use_triton_gemv(model: torch.nn.Module, enable: bool = True) -> int:
-    "Set (or clear) `triton_linear` as the `kernel` hook of every float Column/RowParallelLinear; returns the count."
-    from mini_infer.layers.basic import ColumnParallelLinear, RowParallelLinear
-    layers = [m for m in model.modules() if isinstance(m, (ColumnParallelLinear, RowParallelLinear))]
+    "Set (or clear) the Triton `kernel` hook of every float linear and every `Int8Linear`; returns the count."
+    layers = [m for m in model.modules() if isinstance(m, (ColumnParallelLinear, RowParallelLinear, Int8Linear))]
     for m in layers:
-        m.kernel = triton_linear if enable else None
+        kernel = int8_linear_kernel if isinstance(m, Int8Linear) else triton_linear
+        m.kernel = kernel if enable else None
     return len(layers)
 
 # %% ../../nbs/40a_triton_int8.ipynb #1a78ebb7
@@ -278,6 +280,16 @@ def triton_int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tens
     if unknown:
         raise TypeError(f"unknown configuration keys {sorted(unknown)}; known: {sorted(chosen)}")
     return int8_gemm(x, qweight, scale, bias, out, **{**chosen, **config})
+
+# %% ../../nbs/40a_triton_int8.ipynb #be2324d7
+def int8_linear_kernel(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
+                       bias: torch.Tensor | None = None) -> torch.Tensor:
+    "`Int8Linear.kernel`: W8A16 in Triton for <= INT8_KERNEL_MAX_M rows, dequantize + `F.linear` above."
+    x2 = x.reshape(-1, x.shape[-1])                                        # [M, K]
+    if x2.shape[0] > INT8_KERNEL_MAX_M:
+        return F.linear(x, dequantize_int8(qweight, scale, x.dtype), bias)
+    x2 = x2 if x2.stride(-1) == 1 else x2.contiguous()
+    return triton_int8_linear(x2, qweight, scale, bias).view(*x.shape[:-1], qweight.shape[0])
 
 # %% ../../nbs/40a_triton_int8.ipynb #1e730434
 @register_pass("triton_gemv", order=40, applies=lambda config: config.resolved_kernels == "triton")

@@ -45,20 +45,15 @@ def int8_linear_reference(x: torch.Tensor, qweight: torch.Tensor, scale: torch.T
     return y.to(x.dtype)
 
 # %% ../../nbs/40_int8_weights.ipynb #df99b102
-INT8_KERNEL_MAX_M = 512                                # rows up to which CUDA inputs take the Triton kernel
+INT8_KERNEL_MAX_M = 512                     # rows up to which CUDA inputs take the Triton kernel (chapter 40a)
 
 # %% ../../nbs/40_int8_weights.ipynb #b12c3dd3
 def int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
-    "y = (x q^T) s + b: reference on CPU, Triton W8A16 on CUDA for <= INT8_KERNEL_MAX_M rows, else dequant + cuBLAS."
+    "y = (x q^T) s + b: the fp32 reference on the CPU, dequantize + cuBLAS on CUDA (no Triton here)."
     if not x.is_cuda:
         return int8_linear_reference(x, qweight, scale, bias)
-    x2 = x.reshape(-1, x.shape[-1])                                        # [M, K]
-    x2 = x2 if x2.stride(-1) == 1 else x2.contiguous()
-    if x2.shape[0] > INT8_KERNEL_MAX_M:
-        return F.linear(x, dequantize_int8(qweight, scale, x.dtype), bias)
-    from mini_infer.kernels.triton_int8 import triton_int8_linear          # Triton only when a GPU asks for it
-    return triton_int8_linear(x2, qweight, scale, bias).view(*x.shape[:-1], qweight.shape[0])
+    return F.linear(x, dequantize_int8(qweight, scale, x.dtype), bias)
 
 # %% ../../nbs/40_int8_weights.ipynb #9c597335
 class Int8Linear(nn.Module):
@@ -76,6 +71,7 @@ class Int8Linear(nn.Module):
         self.register_buffer("qweight", qweight)
         self.register_buffer("scale", scale)
         self.register_parameter("bias", bias)
+        self.kernel = None                           # kernel(x, qweight, scale, bias): chapter 40a's, on CUDA
         self.is_row_parallel, self.tp_rank, self.tp_size, self.tp_group = is_row_parallel, 0, 1, None
 
     @classmethod
@@ -89,7 +85,7 @@ class Int8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.is_row_parallel and self.tp_rank != 0 else self.bias    # row-parallel: rank 0 only
-        out = int8_linear(x, self.qweight, self.scale, bias)
+        out = (self.kernel or int8_linear)(x, self.qweight, self.scale, bias)
         if self.is_row_parallel and self.tp_size > 1 and self.tp_group is not None:
             out = self.tp_group.all_reduce(out)
         return out
