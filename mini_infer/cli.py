@@ -39,7 +39,7 @@ def _flag_kwargs(f) -> dict:
     meta, kw = f.metadata, dict(default=f.default, dest=f.name, help=f.metadata["help"])
     if isinstance(f.default, bool):
         return {**kw, "action": argparse.BooleanOptionalAction}
-    kw["type"] = meta.get("type") or type(f.default)
+    kw["type"] = meta["type"] if "type" in meta else type(f.default)      # a None default names its type
     if "choices" in meta:
         kw["choices"] = list(meta["choices"])
     elif "registry" in meta:

@@ -166,7 +166,8 @@ def option(default, help: str, **metadata):
 @dataclass
 class EngineConfig:
     "Every option of the engine, once: `LLM(model, **options)`, `LLMEngine`, the CLI and the server read it."
-    model: str | os.PathLike | None = option(None, "checkpoint directory or .gguf file (default: bundled SmolLM2)")
+    model: str | os.PathLike | None = option(None, "checkpoint directory or .gguf file (default: bundled SmolLM2)",
+                                             type=str)
     dtype: str = option("float32", "weights, activations and KV cache dtype", choices=tuple(DTYPES))
     device: str = option("cpu", "cpu or cuda[:i]")
     block_size: int = option(16, "tokens per KV cache block")
