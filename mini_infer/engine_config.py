@@ -191,6 +191,8 @@ class EngineConfig:
                                              type=json.loads)
     tensor_parallel_size: int = option(1, "GPUs to shard the model over (only 1 for now)")
     seed: int = option(0, "the engine's sampling seed (requests without a seed draw from it)")
+    inject_faults: bool = option(False, "TESTING ONLY: fail requests whose prompt has a [[fault:...]] marker "
+                                 "(chapter 24b)")
 
     def __post_init__(self):
         check_fields(self)
@@ -233,7 +235,7 @@ def check_fields(c: EngineConfig) -> None:
         check_option(name, v, v is None or (_is_int(v) and v >= 1), "None or a positive integer")
     check_option("max_num_batched_tokens", c.max_num_batched_tokens, c.max_num_batched_tokens >= c.block_size,
                  f"at least block_size={c.block_size}")
-    for name in ("enable_prefix_caching", "enforce_eager", "batch_invariant"):
+    for name in ("enable_prefix_caching", "enforce_eager", "batch_invariant", "inject_faults"):
         check_option(name, getattr(c, name), isinstance(getattr(c, name), bool), "True or False")
     u = c.gpu_memory_utilization
     check_option("gpu_memory_utilization", u, isinstance(u, numbers.Real) and 0 < u <= 1, "in (0, 1]")

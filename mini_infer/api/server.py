@@ -6,22 +6,26 @@
 __all__ = ['logger', 'Text', 'MAX_N', 'DEFAULT_MAX_REQUEST_BYTES', 'ERROR_RESPONSES', 'SSE_RESPONSE', 'APIError', 'valid_unicode',
            'StreamOptions', 'SamplingFields', 'CompletionRequest', 'ContentPart', 'ChatMessage',
            'ChatCompletionRequest', 'sampling_params', 'check_at_most', 'prompt_byte_limit', 'check_text_size',
-           'check_context', 'EngineCollector', 'RequestTrace', 'submit', 'submit_all', 'merge', 'completion_prompts',
-           'chat_prompt', 'top_logprobs_dict', 'completion_logprobs', 'chat_logprobs', 'sse_body', 'sse_response',
-           'CompletionChoices', 'create_completion', 'collect', 'sent_max_tokens', 'chat_max_tokens',
-           'create_chat_completion', 'chat_chunks', 'check_model', 'ServerState', 'read_body', 'Gatekeeper',
-           'field_path', 'install_error_handlers', 'ErrorDetail', 'ErrorBody', 'openapi_schema', 'build_app', 'drain']
+           'check_context', 'EngineCollector', 'RequestTrace', 'submit', 'submit_all', 'next_item', 'merge',
+           'completion_prompts', 'chat_prompt', 'top_logprobs_dict', 'completion_logprobs', 'chat_logprobs', 'sse_body',
+           'sse_response', 'CompletionChoices', 'create_completion', 'collect', 'sent_max_tokens', 'chat_max_tokens',
+           'create_chat_completion', 'chat_chunks', 'check_model', 'ServerConfig', 'ServerState', 'read_body',
+           'key_matches', 'Gatekeeper', 'field_path', 'install_error_handlers', 'ErrorDetail', 'ErrorBody',
+           'openapi_schema', 'build_app', 'drain']
 
 # %% ../../nbs/26_server.ipynb #4feb3ae0
 import asyncio
+import hmac
 import json
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
@@ -34,6 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..engine.async_engine import EngineThread, EngineUnavailable, num_waiting_seqs
 from ..engine.llm_engine import StreamOutput
 from ..engine.sampling import SamplingParams
+from ..engine_config import check_option, option
 
 logger = logging.getLogger("mini_infer.server")
 
@@ -274,13 +279,13 @@ def submit(state, request_id: str, ids: list[int], params: SamplingParams, text:
 async def submit_all(state, rid: str, prompts: list, params: SamplingParams) -> list:
     "Submit one engine request per prompt, all or none; sequences count against max_queue."
     new = len(prompts) * params.n
-    if new > state.max_queue:
+    if new > state.config.max_queue:
         raise APIError(400, f"this request has {new} sequences ({len(prompts)} prompt(s) x "
-                       f"n={params.n}): more than max_queue={state.max_queue}", param="n")
+                       f"n={params.n}): more than max_queue={state.config.max_queue}", param="n")
     waiting = num_waiting_seqs(state.engine)
-    if waiting + new > state.max_queue:
+    if waiting + new > state.config.max_queue:
         raise APIError(429, f"{waiting} sequences are already waiting and this request adds {new} "
-                       f"(max_queue={state.max_queue}); retry later", type="rate_limit_error",
+                       f"(max_queue={state.config.max_queue}); retry later", type="rate_limit_error",
                        code="rate_limit_exceeded", headers={"Retry-After": "1"})
     streams = []
     try:
@@ -293,9 +298,21 @@ async def submit_all(state, rid: str, prompts: list, params: SamplingParams) -> 
     return streams
 
 # %% ../../nbs/26_server.ipynb #3a8ab6d7
-async def merge(streams: list, request: Request | None = None):
-    "Yield (stream position, StreamOutput) as they come; APIError if one fails or the client goes."
+async def next_item(queue: asyncio.Queue, deadline: float | None, timeout: float | None):
+    "The queue's next item; APIError 408 once `deadline` (time.monotonic()) has passed."
+    if deadline is None:
+        return await queue.get()
+    try:
+        return await asyncio.wait_for(queue.get(), max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        raise APIError(408, f"the request ran longer than request_timeout={timeout:g} s and was "
+                       "aborted", type="timeout_error", code="request_timeout") from None
+
+# %% ../../nbs/26_server.ipynb #e10f0448
+async def merge(streams: list, request: Request | None = None, timeout: float | None = None):
+    "(stream position, StreamOutput) as they come; APIError on a failure, a gone client, the timeout."
     queue: asyncio.Queue = asyncio.Queue()
+    deadline = None if timeout is None else time.monotonic() + timeout
 
     async def pump(pos, stream):
         try:
@@ -316,7 +333,7 @@ async def merge(streams: list, request: Request | None = None):
     tasks += [asyncio.create_task(watch(request.receive))] if request is not None else []
     try:
         for _ in range(len(streams)):
-            while (item := await queue.get()) is not None:
+            while (item := await next_item(queue, deadline, timeout)) is not None:
                 if isinstance(item[1], APIError):
                     raise item[1]
                 if item[1].error is not None:
@@ -461,7 +478,7 @@ class CompletionChoices:
 async def create_completion(state, body: CompletionRequest, request: Request | None = None):
     "POST /v1/completions."
     check_model(state, body.model)
-    check_at_most(body.logprobs, state.max_logprobs, "logprobs", "--max-logprobs")
+    check_at_most(body.logprobs, state.config.max_logprobs, "logprobs", "--max-logprobs")
     e, tok = state.engine, state.engine.tokenizer
     prompts = completion_prompts(body.prompt, tok, e.config.vocab_size, state.max_prompt_bytes,
                                  e.max_model_len)
@@ -480,7 +497,7 @@ async def create_completion(state, body: CompletionRequest, request: Request | N
     choices = CompletionChoices(body, prompts, params.n, tok)
     if body.stream:
         async def chunks():
-            async for pos, out in merge(streams):
+            async for pos, out in merge(streams, timeout=state.config.request_timeout):
                 trace.on_output(out)
                 i, text, entries = choices.piece(pos, out)
                 choice = choices.choice(i, text, entries, out.finish_reason)
@@ -488,7 +505,7 @@ async def create_completion(state, body: CompletionRequest, request: Request | N
             if body.stream_options and body.stream_options.include_usage:
                 yield json.dumps({**head, "choices": [], "usage": trace.usage()})
         return sse_response(chunks(), trace, streams)
-    choice_list = await collect(merge(streams, request), choices, trace)
+    choice_list = await collect(merge(streams, request, state.config.request_timeout), choices, trace)
     return {**head, "choices": choice_list, "usage": trace.usage()}
 
 # %% ../../nbs/26_server.ipynb #64628322
@@ -531,8 +548,8 @@ async def create_chat_completion(state, body: ChatCompletionRequest, request=Non
     check_model(state, body.model)
     e, tok = state.engine, state.engine.tokenizer
     top = (body.top_logprobs or 0) if body.logprobs else None
-    if top is not None and not 0 <= top <= state.max_logprobs:
-        raise APIError(400, f"top_logprobs must be in [0, {state.max_logprobs}] (--max-logprobs), "
+    if top is not None and not 0 <= top <= state.config.max_logprobs:
+        raise APIError(400, f"top_logprobs must be in [0, {state.config.max_logprobs}] (--max-logprobs), "
                        f"got {top}", param="top_logprobs")
     sent_max_tokens(body)                         # a bad value is refused before any tokenizing
     text, ids = chat_prompt(body.messages, tok, state.max_prompt_bytes, e.max_model_len)
@@ -542,11 +559,12 @@ async def create_chat_completion(state, body: ChatCompletionRequest, request=Non
     trace = RequestTrace(rid, state.metrics)
     trace.prompt_tokens = len(ids)
     if body.stream:
-        chunks = chat_chunks(body, rid, created, params.n, tok, merge(streams), trace)
+        outputs = merge(streams, timeout=state.config.request_timeout)
+        chunks = chat_chunks(body, rid, created, params.n, tok, outputs, trace)
         return sse_response(chunks, trace, streams)
     texts, lps, finish = [""] * params.n, [[] for _ in range(params.n)], [None] * params.n
     try:
-        async for _, out in merge(streams, request):
+        async for _, out in merge(streams, request, state.config.request_timeout):
             trace.on_output(out)
             texts[out.index] += out.text
             lps[out.index] += out.logprobs or []
@@ -588,16 +606,41 @@ def check_model(state, model: str) -> None:
         raise APIError(404, f"The model `{model}` does not exist.", param="model",
                        code="model_not_found")
 
+# %% ../../nbs/26_server.ipynb #7652e69d
+@dataclass
+class ServerConfig:
+    "Every option of `mini-infer serve` besides the engine's; checked when set."
+    host: str = option("127.0.0.1", "address to bind (the loopback unless told otherwise)")
+    port: int = option(8000, "port to listen on")
+    api_key: str | None = option(None, "require this bearer key on /v1 (also $MINI_INFER_API_KEY)", type=str)
+    served_model_name: str | None = option(None, "the model name clients send (default: the file's)", type=str)
+    max_queue: int = option(256, "sequences waiting before a 429")
+    max_logprobs: int = option(20, "most logprobs a request may ask per token")
+    max_request_bytes: int = option(DEFAULT_MAX_REQUEST_BYTES, "largest request body (413 above)")
+    shutdown_grace: float = option(5.0, "seconds in-flight requests get after SIGINT or SIGTERM")
+    request_timeout: float | None = option(None, "seconds a request may run before a 408", type=float)
+    allowed_origins: list[str] | None = option(None, "CORS origins allowed (default: no CORS)", type=str,
+                                               nargs="+")
+
+    def __post_init__(self):
+        flag = lambda name: f"{name} (--{name.replace('_', '-')})"        # noqa: E731
+        for name, low in (("max_queue", 1), ("max_logprobs", 0), ("max_request_bytes", 1), ("port", 0)):
+            v = getattr(self, name)
+            check_option(flag(name), v, isinstance(v, int) and not isinstance(v, bool) and v >= low,
+                         f"an integer >= {low}")
+        check_option(flag("shutdown_grace"), self.shutdown_grace, self.shutdown_grace >= 0, "a number >= 0")
+        t = self.request_timeout
+        check_option(flag("request_timeout"), t, t is None or t > 0, "None or a number of seconds > 0")
+
 # %% ../../nbs/26_server.ipynb #cf146786
 class ServerState:
-    "What the handlers share: the engine thread, the served name, the API key, limits, metrics."
+    "What the handlers share: the engine thread, the served name, the options, metrics, shutdown."
 
-    def __init__(self, thread: EngineThread, served_model_name: str, api_key: str | None = None,
-                 max_queue: int = 256, max_logprobs: int = 20,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+    def __init__(self, thread: EngineThread, served_model_name: str, config: ServerConfig | None = None,
+                 **options):
         self.thread, self.engine = thread, thread.engine
-        self.served_model_name, self.api_key, self.max_queue = served_model_name, api_key, max_queue
-        self.max_logprobs, self.max_request_bytes = max_logprobs, max_request_bytes
+        self.config = config or ServerConfig(**options)
+        self.served_model_name = served_model_name
         self.max_prompt_bytes = prompt_byte_limit(self.engine.tokenizer, self.engine.max_model_len)
         self.shutdown_deadline: float | None = None   # time.monotonic() when in-flight requests end
         self.num_in_flight = 0                        # /v1 requests inside the app now
@@ -634,6 +677,12 @@ async def read_body(receive, headers: Headers, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 # %% ../../nbs/26_server.ipynb #30d3e7f4
+def key_matches(headers: Headers, api_key: str) -> bool:
+    "The request carries `Authorization: Bearer <api_key>`, compared in constant time (no timing leak)."
+    sent = headers.get("authorization", "").encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(sent, f"Bearer {api_key}".encode())
+
+# %% ../../nbs/26_server.ipynb #0bbf355c
 class Gatekeeper:
     "ASGI middleware before the /v1 routes: key (401), shutdown (503), body size (413), in flight."
 
@@ -645,12 +694,12 @@ class Gatekeeper:
             return await self.app(scope, receive, send)
         headers, state = Headers(scope=scope), self.state
         try:
-            if state.api_key and headers.get("authorization", "") != f"Bearer {state.api_key}":
+            if state.config.api_key and not key_matches(headers, state.config.api_key):
                 raise APIError(401, "missing or invalid API key (send 'Authorization: Bearer "
                                "<key>')", code="invalid_api_key")
             if state.draining:
                 raise APIError(503, "the server is shutting down", type="server_error")
-            body = await read_body(receive, headers, state.max_request_bytes)
+            body = await read_body(receive, headers, state.config.max_request_bytes)
         except APIError as e:
             return await e.response()(scope, receive, send)
         if body is None:
@@ -725,7 +774,7 @@ class ErrorBody(BaseModel):
 
 ERROR_RESPONSES = {status: {"model": ErrorBody, "description": why} for status, why in (
     (400, "invalid request"), (401, "missing or wrong API key"), (404, "unknown model"),
-    (413, "body over --max-request-bytes"), (429, "queue full"),
+    (408, "ran longer than --request-timeout"), (413, "body over --max-request-bytes"), (429, "queue full"),
     (500, "the engine failed this request"),
     (503, "engine stopped or server shutting down"))}
 SSE_RESPONSE = {200: {"description": "JSON, or with `stream: true` server-sent events "
@@ -749,6 +798,9 @@ def build_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="mini_infer", docs_url=None, redoc_url=None)
     install_error_handlers(app)
     app.add_middleware(Gatekeeper, state=state)
+    if state.config.allowed_origins:                 # no CORS headers at all unless origins are named
+        app.add_middleware(CORSMiddleware, allow_origins=state.config.allowed_origins,
+                           allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])
 
     def openapi():
         app.openapi_schema = app.openapi_schema or openapi_schema(app)

@@ -15,6 +15,7 @@ import torch
 from fastcore.basics import patch
 
 from .cuda_graphs import CUDAGraphModelRunner
+from .faults import FaultyModelRunner
 from .kv_cache import kv_bytes_per_token, kv_memory_budget, kv_stream_groups, plan_kv_pools
 from .model_runner import BatchInvariantModelRunner, ModelRunner, prepare_inputs
 from .prefix_cache import make_kv_cache
@@ -114,6 +115,8 @@ def make_model_runner(model, block_manager, options: EngineConfig, sampler: Samp
     "The runner `options` ask for: batch-invariant, CUDA-graph decode (on CUDA), or plain."
     rows = {p.group: p.num_rows for p in getattr(block_manager, "pools", [block_manager])}
     args = (model, rows, options.block_size, options.torch_dtype, options.torch_device, sampler)
+    if options.inject_faults:                                       # tests only (chapter 24b)
+        return FaultyModelRunner(*args)
     if options.batch_invariant:
         return BatchInvariantModelRunner(*args)
     if options.use_cuda_graphs and getattr(model, "supports_cuda_graphs", False) and len(rows) == 1:
@@ -194,6 +197,8 @@ def postprocess(self: LLMEngine, plan: SchedulerOutput, sampled: list[Sequence],
         if seq.status is SequenceStatus.FINISHED:                # failed above, with its request
             continue
         try:
+            if token_ids[i] < 0:                                 # the sampler's mark (chapter 13)
+                raise FloatingPointError("the model's logits for this sequence are not finite")
             append_token(seq, token_ids[i], out.logprobs[i], self.eos_token_ids, self.max_model_len)
             outputs.append(self._stream_output(seq))
         except Exception as e:                                   # this request fails alone

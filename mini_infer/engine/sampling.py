@@ -325,8 +325,10 @@ class Sampler:
         if logits.dim() != 2 or logits.shape[0] != len(rows):
             raise ValueError(f"logits must be [B, V] with B = len(rows) = {len(rows)}, got {tuple(logits.shape)}")
         logits = logits.to(torch.float32)
+        finite = torch.isfinite(logits).all(dim=-1)                              # [B], no host sync
+        logits = torch.where(finite[:, None], logits, 0.0)                       # a NaN row samples nothing
         if all(is_plain_greedy(r, self.eos_token_ids) for r in rows):        # no per-row tensors to build
-            return SamplerOutput(logits.argmax(dim=-1), [None] * len(rows))
+            return SamplerOutput(torch.where(finite, logits.argmax(dim=-1), -1), [None] * len(rows))
         t = make_sampling_tensors(rows, logits.shape[-1], self.eos_token_ids, logits.device)
         wants_logprobs = any(n is not None for n in t.num_logprobs)
         raw_logprobs = logits.log_softmax(dim=-1) if wants_logprobs else None     # the model's distribution
@@ -337,4 +339,4 @@ class Sampler:
             probs = apply_filters(logits, t)[rnd].softmax(dim=-1)                # [R, V]
             token_ids[rnd] = random_sample(probs, [t.generators[i] for i in rnd], self.generator)
         logprobs = gather_logprobs(raw_logprobs, token_ids, t.num_logprobs) if wants_logprobs else [None] * len(rows)
-        return SamplerOutput(token_ids, logprobs)
+        return SamplerOutput(torch.where(finite, token_ids, -1), logprobs)
