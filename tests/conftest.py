@@ -85,3 +85,36 @@ def server(serve_logs):
     s = Server("--api-key", API_KEY, "--max-num-batched-tokens", "512", log_dir=serve_logs)
     yield s
     s.stop()
+
+
+def make_tiny_model(path: Path, seed: int = 0, **overrides) -> Path:
+    """A checkpoint directory of a tiny random Llama that speaks SmolLM2's tokenizer (vocabulary 49152, chat
+    template and special tokens from the bundled GGUF): real text in and out, a forward of a few milliseconds."""
+    import json
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mini_infer.engine.tokenizer import Tokenizer
+    from mini_infer.testing import tiny_config
+    from mini_infer.weights import bundled_model_path
+
+    path.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer.from_gguf(bundled_model_path())
+    config = tiny_config("llama", vocab_size=tok.vocab_size, bos_token_id=tok.bos_token_id,
+                         eos_token_id=tok.eos_token_id, **overrides)
+    torch.manual_seed(seed)
+    LlamaForCausalLM(LlamaConfig(**config)).save_pretrained(path, safe_serialization=True)
+    (path / "config.json").write_text(json.dumps(config, indent=1))
+    tok.backend.save(str(path / "tokenizer.json"))
+    special = tok.special_tokens
+    (path / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": special.get("bos_token"), "eos_token": special.get("eos_token"),
+         "chat_template": tok.chat_template}, indent=1))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    "A tiny random Llama checkpoint directory with SmolLM2's tokenizer (see `make_tiny_model`)."
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-llama"))

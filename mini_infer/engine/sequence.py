@@ -89,17 +89,16 @@ def append_token(seq: Sequence, token_id: int, logprobs, eos_token_ids: set[int]
         seq.logprobs.append(logprobs)
         seq.cumulative_logprob += logprobs.logprob
     delta = seq.detok.add([token_id]) if seq.detok is not None else ""
-    seq.text += delta
-    p, n, cut = seq.params, seq.num_output_tokens, False
-    if n >= p.min_tokens:
-        if (token_id in eos_token_ids and not p.ignore_eos) or token_id in p.stop_token_ids:
-            seq.finish_reason = "stop"
-        elif p.stop and (i := find_stop_string(seq.text, len(delta), p.stop)) != -1:
-            seq.text, seq.finish_reason, cut = seq.text[:i], "stop", True
-    if seq.finish_reason is None and (n >= p.max_tokens or len(seq.token_ids) >= max_model_len):
+    p, n = seq.params, seq.num_output_tokens
+    if n >= p.min_tokens and ((token_id in eos_token_ids and not p.ignore_eos) or token_id in p.stop_token_ids):
+        seq.finish_reason = "stop"
+    elif n >= p.max_tokens or len(seq.token_ids) >= max_model_len:
         seq.finish_reason = "length"
-    if seq.finish_reason is not None and not cut and seq.detok is not None:
-        seq.text += seq.detok.flush()                 # bytes held back for a character that never completes
+    if seq.finish_reason is not None and seq.detok is not None:
+        delta += seq.detok.flush()                    # bytes held back for a character that never completes
+    seq.text += delta
+    if p.stop and n >= p.min_tokens and (i := find_stop_string(seq.text, len(delta), p.stop)) != -1:
+        seq.text, seq.finish_reason = seq.text[:i], "stop"       # the text the flush released is searched too
 
 # %% ../../nbs/15_sequence.ipynb #9f77f651
 def stream_delta(seq: Sequence) -> str:
