@@ -1,4 +1,5 @@
-"""Package metadata a PyPI upload checks: valid trove classifiers, the license file in the sdist and the wheel."""
+"""Package metadata a PyPI upload checks (valid trove classifiers, the license file in the sdist and the wheel), and
+no code path that unpickles."""
 import subprocess
 import sys
 
@@ -28,3 +29,12 @@ def test_license_file_is_declared_and_shipped(tmp_path):
     assert "License-File: LICENSE" in (info / "PKG-INFO").read_text()
     sources = (info / "SOURCES.txt").read_text().split()
     assert {"LICENSE", "settings.ini", "README.md"} <= set(sources), sources   # the sdist builds a wheel
+
+
+def test_no_code_path_unpickles():
+    "Weights come from safetensors or GGUF; nothing in the package may unpickle (README, Security)."
+    import re
+    pkg = ROOT / "mini_infer"
+    hits = [f"{p.name}:{i}" for p in pkg.rglob("*.py") for i, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"\bpickle\b|torch\.load\(|\bnp\.load\(.*allow_pickle=True", line)]
+    assert not hits, hits
