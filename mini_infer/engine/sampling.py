@@ -325,8 +325,7 @@ class Sampler:
         if logits.dim() != 2 or logits.shape[0] != len(rows):
             raise ValueError(f"logits must be [B, V] with B = len(rows) = {len(rows)}, got {tuple(logits.shape)}")
         logits = logits.to(torch.float32)
-        finite = torch.isfinite(logits).all(dim=-1)                              # [B], no host sync
-        logits = torch.where(finite[:, None], logits, 0.0)                       # a NaN row samples nothing
+        finite = torch.isfinite(logits.amax(dim=-1))                # [B]: no NaN, no +inf, not all -inf
         if all(is_plain_greedy(r, self.eos_token_ids) for r in rows):        # no per-row tensors to build
             return SamplerOutput(torch.where(finite, logits.argmax(dim=-1), -1), [None] * len(rows))
         t = make_sampling_tensors(rows, logits.shape[-1], self.eos_token_ids, logits.device)
@@ -335,6 +334,7 @@ class Sampler:
         logits = apply_penalties(logits, t)
         token_ids = logits.argmax(dim=-1)                                        # greedy; ties -> lowest id
         if t.random_rows:
+            logits = torch.where(finite[:, None], logits, 0.0)                   # a bad row draws harmlessly
             rnd = t.random_rows
             probs = apply_filters(logits, t)[rnd].softmax(dim=-1)                # [R, V]
             token_ids[rnd] = random_sample(probs, [t.generators[i] for i in rnd], self.generator)
