@@ -65,7 +65,8 @@ def mla_softmax_scale(qk_head_dim: int, rope_parameters: dict) -> float:
 
 # %% ../../nbs/31_mla.ipynb #5526363d
 def mla_naive_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch.Tensor, k_pe: torch.Tensor,
-                        w_kv_b: torch.Tensor, v_head_dim: int, scale: float) -> torch.Tensor:
+                        w_kv_b: torch.Tensor, v_head_dim: int, scale: float,
+                        mask: torch.Tensor | None = None) -> torch.Tensor:
     "One sequence: expand latents c_kv [L, R] to per-head K, V with kv_b_proj, then Eq. 18 [deepseekai2024v2, Eqs. 10-11, 16-18]."
     n, H, Dn = q_nope.shape
     L, Dr = k_pe.shape
@@ -76,8 +77,9 @@ def mla_naive_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch.Te
     k[..., Dn:].copy_(k_pe.expand(H, L, Dr))                                         # one shared k^R_t for all heads
     q = torch.cat((q_nope.transpose(0, 1), q_pe.transpose(0, 1)), dim=-1)           # [H, n, Dn+Dr], Eq. 16
     scores = torch.matmul(q, k.transpose(1, 2)) * scale                              # [H, n, L]
-    scores = scores + causal_mask(torch.arange(L - n, L, device=q.device), L, None, scores.dtype)
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    if mask is None:                                                                 # [n, L] additive; 34 passes its own
+        mask = causal_mask(torch.arange(L - n, L, device=q.device), L, None, scores.dtype)
+    probs = torch.softmax(scores + mask, dim=-1, dtype=torch.float32).to(q.dtype)
     return torch.matmul(probs, v).transpose(0, 1)                                    # [n, H, Dv], Eq. 18
 
 # %% ../../nbs/31_mla.ipynb #bcd41970
@@ -175,12 +177,13 @@ def mla_rope_style(config: dict) -> str:
 
 # %% ../../nbs/31_mla.ipynb #e36aa417
 def mla_from_config(config: dict, rope_parameters: dict, rotary_emb: MLARotaryEmbedding | None = None,
-                    tp_rank: int = 0, tp_size: int = 1, tp_group=None) -> MLA:
-    "An `MLA` layer from a DeepSeek `config.json` dict (rope parameters standardized) [deepseekai2024v2]."
+                    tp_rank: int = 0, tp_size: int = 1, tp_group=None, layer_class: type = MLA,
+                    **layer_kwargs) -> MLA:
+    "An `MLA` layer (or the subclass `layer_class`, given `layer_kwargs`) from a DeepSeek `config.json` dict [deepseekai2024v2]."
     dr, dn = config["qk_rope_head_dim"], config["qk_nope_head_dim"]
     if rotary_emb is None:
         rotary_emb = MLARotaryEmbedding(dr, rope_parameters, config["max_position_embeddings"], mla_rope_style(config))
-    return MLA(config["hidden_size"], config["num_attention_heads"], config.get("q_lora_rank"),
-               config["kv_lora_rank"], dn, dr, config["v_head_dim"], rotary_emb,
-               mla_softmax_scale(dn + dr, rope_parameters), bool(config.get("attention_bias", False)),
-               tp_rank=tp_rank, tp_size=tp_size, tp_group=tp_group)
+    return layer_class(config["hidden_size"], config["num_attention_heads"], config.get("q_lora_rank"),
+                       config["kv_lora_rank"], dn, dr, config["v_head_dim"], rotary_emb,
+                       mla_softmax_scale(dn + dr, rope_parameters), bool(config.get("attention_bias", False)),
+                       tp_rank=tp_rank, tp_size=tp_size, tp_group=tp_group, **layer_kwargs)

@@ -217,6 +217,8 @@ _MOE_DEFAULTS = {  # transformers' config defaults for the MoE keys a config.jso
                         routed_scaling_factor=2.5),
 }
 _MOE_DEFAULTS["kimi_k2"] = _MOE_DEFAULTS["deepseek_v3"]
+_MOE_DEFAULTS["deepseek_v32"] = _MOE_DEFAULTS["deepseek_v3"]                 # V3's router (chapter 34)
+_MOE_DEFAULTS["glm_moe_dsa"] = {**_MOE_DEFAULTS["deepseek_v3"], "n_group": 1, "topk_group": 1}
 
 
 def build_moe_block(config: ModelConfig, tp_rank: int = 0, tp_size: int = 1,
@@ -244,5 +246,7 @@ def is_moe_layer(config: ModelConfig, layer_idx: int) -> bool:
     raw = config.raw
     if config.model_type == "mixtral":
         return True
+    if raw.get("mlp_layer_types"):                          # V3.2, GLM-5: one "dense"/"sparse" per layer
+        return raw["mlp_layer_types"][layer_idx] == "sparse"
     return (raw.get("n_routed_experts") is not None and layer_idx >= (raw.get("first_k_dense_replace") or 0)
             and layer_idx % (raw.get("moe_layer_freq") or 1) == 0)
