@@ -34,6 +34,9 @@ _LEGACY_LAYER_TYPES = {"attention": "full_attention", "mamba": "linear_attention
                        "deepseek_sparse_attention": "indexed_attention", "qwen_sparse_attention": "indexed_attention"}
 
 
+_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_next")
+
+
 def attention_layout(config: dict) -> dict:
     "Bias, q/k-norm and per-layer sliding-window fields of a `config.json` dict, per family as `transformers` builds them."
     model_type, num_layers = config["model_type"], config["num_hidden_layers"]
@@ -53,10 +56,12 @@ def attention_layout(config: dict) -> dict:
         layer_types = ["sliding_attention" if window is not None else "full_attention"] * num_layers
     elif model_type == "llama":
         window, layer_types = None, None
+    elif model_type == "qwen3_moe":                                   # chapter 39: one window for all layers
+        window = window if config.get("use_sliding_window", False) else None
     if layer_types is None:
         layer_types = ["sliding_attention" if window is not None else "full_attention"] * num_layers
     layer_types = [_LEGACY_LAYER_TYPES.get(t, t) for t in layer_types]
-    return dict(qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, use_qk_norm=model_type == "qwen3",
+    return dict(qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, use_qk_norm=model_type in _QK_NORM_TYPES,
                 sliding_window=window, layer_types=layer_types)
 
 # %% ../nbs/01_config.ipynb #ea87c6e5

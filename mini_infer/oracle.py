@@ -57,7 +57,7 @@ def save_tiny(model, path, max_shard_size=None) -> Path:
 @torch.no_grad()
 def hf_logits(model, token_ids: list[int]) -> torch.Tensor:
     "fp32 logits [S, V] of one full-prompt forward of the reference model."
-    out = model(torch.tensor([token_ids]), use_cache=False)
+    out = model(torch.tensor([token_ids], device=model.device), use_cache=False)
     return out.logits[0].float()
 
 # %% ../nbs/02_hf_oracle.ipynb #dce2ed2a
@@ -68,13 +68,13 @@ def hf_greedy(model, token_ids: list[int], max_new_tokens: int) -> list[int]:
     from transformers import DynamicCache
     cache, out_ids = DynamicCache(config=model.config), []
     name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"   # 5.17: the old name
-    step = torch.tensor([token_ids])
+    step = torch.tensor([token_ids], device=model.device)
     for _ in range(max_new_tokens):
         with warnings.catch_warnings():       # transformers 5.24 warns about its own internal `past_key_values`
             warnings.simplefilter("ignore", FutureWarning)
             logits = model(step, **{name: cache}, use_cache=True).logits[0, -1]
         out_ids.append(int(logits.argmax()))
-        step = torch.tensor([[out_ids[-1]]])
+        step = torch.tensor([[out_ids[-1]]], device=model.device)
     return out_ids
 
 # %% ../nbs/02_hf_oracle.ipynb #a5362fb5

@@ -74,6 +74,18 @@ _TINY_FAMILIES = {
                         moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1, topk_method="noaux_tc",
                         scoring_func="sigmoid", n_group=4, topk_group=2, routed_scaling_factor=2.5,
                         norm_topk_prob=True, rope_interleave=True),
+    # Chapter 39: Qwen3-MoE (8 experts top-2, the second layer dense) and Qwen3-Next (a Gated DeltaNet layer,
+    # then a gated attention layer; partial RoPE on 8 of 32 dims; value heads twice the key heads).
+    "qwen3_moe": dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", rope_theta=1000000.0,
+                      head_dim=32, attention_bias=False, use_sliding_window=False, sliding_window=None,
+                      num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+                      mlp_only_layers=[1], norm_topk_prob=True),
+    "qwen3_next": dict(architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next", rope_theta=1000000.0,
+                       head_dim=32, partial_rotary_factor=0.25, attention_bias=False, linear_conv_kernel_dim=4,
+                       linear_key_head_dim=16, linear_value_head_dim=24, linear_num_key_heads=2,
+                       linear_num_value_heads=4, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=48, decoder_sparse_step=1, mlp_only_layers=[],
+                       norm_topk_prob=True, layer_types=["linear_attention", "full_attention"]),
 }
 
 

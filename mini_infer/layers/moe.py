@@ -16,13 +16,14 @@ from .basic import MLP, TensorParallelGroup, divide, get_act_fn, load_shard
 
 # %% ../../nbs/30_moe.ipynb #893ba0a4
 class TopKRouter(nn.Module):
-    "Top-K of softmax(x W_g^T), renormalised to sum to 1: Mixtral's gate [jiang2024mixtral, Eq. 2.1b]."
+    "Top-K of softmax(x W_g^T), renormalised to sum to 1 (Qwen3-MoE: if `norm_topk_prob`) [jiang2024mixtral, Eq. 2.1b]."
 
-    def __init__(self, hidden_size: int, num_experts: int, top_k: int):
+    def __init__(self, hidden_size: int, num_experts: int, top_k: int, norm_topk_prob: bool = True):
         super().__init__()
         if not 0 < top_k <= num_experts:
             raise ValueError(f"top_k={top_k} must be in [1, num_experts={num_experts}]")
         self.hidden_size, self.num_experts, self.top_k = hidden_size, num_experts, top_k
+        self.norm_topk_prob = norm_topk_prob
         self.weight = nn.Parameter(torch.empty(num_experts, hidden_size), requires_grad=False)
 
     def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -30,11 +31,13 @@ class TopKRouter(nn.Module):
         router_logits = F.linear(hidden, self.weight)                              # [T, E]
         probs = F.softmax(router_logits.float(), dim=-1)
         topk_weights, topk_ids = torch.topk(probs, self.top_k, dim=-1)             # [T, K]
-        topk_weights /= topk_weights.sum(dim=-1, keepdim=True)
+        if self.norm_topk_prob:                                                    # Qwen3-MoE may skip it
+            topk_weights /= topk_weights.sum(dim=-1, keepdim=True)
         return topk_weights, topk_ids
 
     def extra_repr(self) -> str:
-        return f"hidden_size={self.hidden_size}, num_experts={self.num_experts}, top_k={self.top_k}"
+        return (f"hidden_size={self.hidden_size}, num_experts={self.num_experts}, top_k={self.top_k}, "
+                f"norm_topk_prob={self.norm_topk_prob}")
 
 # %% ../../nbs/30_moe.ipynb #5c3be4ea
 def limit_to_groups(scores: torch.Tensor, n_group: int, topk_group: int, group_score: str,
