@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['logger', 'SUBCOMMAND_PACKAGES', 'SUBCOMMANDS', 'COMMANDS', 'USER_ERRORS', 'add_config_args', 'add_engine_args',
            'engine_kwargs', 'Subcommand', 'register_subcommand', 'build_parser', 'served_name', 'Server', 'cmd_serve',
-           'interrupt_sets', 'stream_reply', 'cmd_chat', 'cmd_generate', 'memory_plan', 'cmd_info',
+           'interrupt_sets', 'stream_reply', 'cmd_chat', 'cmd_generate', 'memory_plan', 'family_table', 'cmd_info',
            'decode_tokens_per_s', 'hf_peer', 'cmd_bench', 'main']
 
 # %% ../nbs/27_cli.ipynb #3813604c
@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print token ids and finish reason as JSON")
     add_engine_args(g)
     i = sub.add_parser("info", help="device, model, KV-cache memory plan and versions")
+    i.add_argument("--families", action="store_true", help="list the model families and their parity reference")
     add_engine_args(i)
     b = sub.add_parser("bench", help="batch-1 decode tokens/s against transformers in the same process")
     b.add_argument("--tokens", type=int, default=64)
@@ -289,8 +290,28 @@ def memory_plan(llm: LLM) -> dict:
             "max_model_len": e.max_model_len}
 
 
+def family_table() -> list[str]:
+    "Each registered family, the module it lives in, and the transformers version its parity was recorded at."
+    from pathlib import Path
+    import transformers
+    from mini_infer.models.llama import MODEL_REGISTRY
+    import mini_infer
+    record = Path(mini_infer.__file__).resolve().parents[1] / "tools" / "reference_versions.json"   # a checkout
+    pinned = json.loads(record.read_text()) if record.exists() else {}
+    rows = []
+    for arch in MODEL_REGISTRY.names():
+        ref = pinned.get(arch)
+        status = ("parity recorded, same version" if ref == transformers.__version__ else
+                  "no parity record" if ref is None else f"re-run parity (installed {transformers.__version__})")
+        rows.append(f"{arch:26s} {MODEL_REGISTRY[arch].__module__:28s} transformers {ref or '-':8s} {status}")
+    return rows
+
+
 def cmd_info(a) -> int:
-    "Print the device, the model, the memory plan and the versions."
+    "Print the device, the model, the memory plan and the versions (or, with --families, the families)."
+    if a.families:
+        print("\n".join(family_table()))
+        return 0
     llm = _llm(a)
     c, plan = llm.config, memory_plan(llm)
     print(f"environment : {env_report()}")
