@@ -234,7 +234,7 @@ def gguf_metadata(reader: GGUFReader) -> dict:
 
 # %% ../nbs/01_config.ipynb #603087fa
 _GGUF_ARCHITECTURES = {"llama": ("llama", "LlamaForCausalLM"), "qwen2": ("qwen2", "Qwen2ForCausalLM"),
-                       "qwen3": ("qwen3", "Qwen3ForCausalLM")}
+                       "qwen3": ("qwen3", "Qwen3ForCausalLM"), "gemma3": ("gemma3_text", "Gemma3ForCausalLM")}
 
 
 def gguf_config_dict(metadata: dict, tensor_names: list[str]) -> dict:
@@ -260,6 +260,8 @@ def gguf_config_dict(metadata: dict, tensor_names: list[str]) -> dict:
         unk_token_id=metadata.get("tokenizer.ggml.unknown_token_id"))
     if head_dim is not None:
         config["head_dim"] = head_dim
+    if key("attention.sliding_window") is not None:                   # Gemma 3's local layers
+        config["sliding_window"] = key("attention.sliding_window")
     scaling, factor = key("rope.scaling.type", "none"), key("rope.scaling.factor")
     if scaling in ("linear", "yarn"):
         config["rope_scaling"] = {"rope_type": scaling, "factor": factor}
