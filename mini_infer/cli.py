@@ -28,6 +28,7 @@ import torch
 import uvicorn
 
 from .api.server import ServerConfig, drain
+from .engine.kv_cache import kv_stream_groups
 from .engine.llm_engine import LLM
 from .engine.sampling import SamplingParams
 from .engine_config import EngineConfig, Registry, import_plugins
@@ -284,9 +285,13 @@ def cmd_generate(a) -> int:
 def memory_plan(llm: LLM) -> dict:
     "The numbers `info` prints: weights and KV-cache bytes, tokens and blocks."
     e = llm.engine
+    groups = kv_stream_groups(llm.model, e.dtype)
+    pools = getattr(e.block_manager, "pools", [e.block_manager])
     return {"weights_bytes": sum(p.numel() * p.element_size() for p in llm.model.parameters()),
             "kv_bytes_per_token": e.kv_bytes_per_token, "block_size": e.block_size, "kv_blocks": e.num_kv_blocks,
-            "kv_tokens": e.num_kv_blocks * e.block_size, "kv_bytes": e.runner.kv_cache_bytes,
+            "kv_tokens": e.kv_budget_tokens, "kv_bytes": e.runner.kv_cache_bytes,
+            "kv_groups": {p.group: (p.num_blocks, groups[p.group][1] if p.group in groups else e.kv_bytes_per_token)
+                          for p in pools},
             "max_model_len": e.max_model_len}
 
 
@@ -321,8 +326,12 @@ def cmd_info(a) -> int:
     print(f"kernels     : {llm.engine.kernels}; passes {', '.join(n for n, _ in llm.engine.passes)}; CUDA graphs "
           f"{'yes' if getattr(llm.engine.runner, 'graphs', None) else 'no'}")
     print(f"weights     : {plan['weights_bytes'] / 2**20:,.1f} MiB")
-    print(f"KV cache    : {plan['kv_blocks']:,} blocks x {plan['block_size']} tokens x {plan['kv_bytes_per_token']:,} "
-          f"bytes/token = {plan['kv_bytes'] / 2**20:,.1f} MiB ({plan['kv_tokens']:,} tokens)")
+    tokens = "any length" if plan["kv_tokens"] == float("inf") else f"{plan['kv_tokens']:,} tokens"
+    terms = " + ".join(f"{g} {n:,} blocks x {plan['block_size']} tokens x {b:,} bytes/token"
+                       for g, (n, b) in plan["kv_groups"].items())
+    if len(plan["kv_groups"]) == 1:
+        terms = terms.partition(" ")[2]                       # one group: no group name
+    print(f"KV cache    : {terms} = {plan['kv_bytes'] / 2**20:,.1f} MiB ({tokens})")
     return 0
 
 # %% ../nbs/27_cli.ipynb #4cbd3c84

@@ -65,12 +65,19 @@ _GGUF_BLOCK_NAMES = {
 }
 
 
-def gguf_to_hf_name(name: str) -> str:
-    "The `transformers` name of a llama-family GGUF tensor (`blk.3.attn_q.weight` -> `model.layers.3.self_attn.q_proj.weight`)."
+_GGUF_ARCH_BLOCK_NAMES = {  # Gemma's sandwich norms: its `ffn_norm` is the MLP's input norm (chapter 38)
+    "gemma3": {"post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
+               "post_ffw_norm": "post_feedforward_layernorm"},
+}
+
+
+def gguf_to_hf_name(name: str, arch: str = "llama") -> str:
+    "The `transformers` name of a GGUF tensor of `arch` (`blk.3.attn_q.weight` -> `model.layers.3.self_attn.q_proj.weight`)."
     stem, _, suffix = name.rpartition(".")
     block = re.fullmatch(r"blk\.(\d+)\.(\w+)", stem)
-    if block is not None and block.group(2) in _GGUF_BLOCK_NAMES:
-        return f"model.layers.{block.group(1)}.{_GGUF_BLOCK_NAMES[block.group(2)]}.{suffix}"
+    names = {**_GGUF_BLOCK_NAMES, **_GGUF_ARCH_BLOCK_NAMES.get(arch, {})}
+    if block is not None and block.group(2) in names:
+        return f"model.layers.{block.group(1)}.{names[block.group(2)]}.{suffix}"
     if stem in _GGUF_NAMES:
         return f"{_GGUF_NAMES[stem]}.{suffix}"
     raise KeyError(f"no transformers name for GGUF tensor {name!r}")
@@ -84,7 +91,8 @@ def unpermute_qk(w: torch.Tensor, num_heads: int) -> torch.Tensor:
     return w.reshape(num_heads, half, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)  # [H, D/2, 2, ...] -> [H, 2, D/2, ...]
 
 # %% ../nbs/03_weights.ipynb #5665104e
-_GGUF_TENSOR_ARCHITECTURES = ("llama", "qwen2", "qwen3")
+_GGUF_TENSOR_ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3")
+_GGUF_NORM_OFFSET = {"gemma3": 1.0}   # llama.cpp stores Gemma's (1 + w) norm weights as 1 + w
 
 
 def read_gguf(path, dtype: torch.dtype = torch.float32, progress: bool = True
@@ -104,7 +112,9 @@ def read_gguf(path, dtype: torch.dtype = torch.float32, progress: bool = True
             kind = t.name.split(".")[-2]
             if arch == "llama" and kind in permuted:
                 w = unpermute_qk(w, permuted[kind])
-            yield gguf_to_hf_name(t.name), w.to(dtype)
+            if kind.endswith("norm") and arch in _GGUF_NORM_OFFSET:
+                w = w - _GGUF_NORM_OFFSET[arch]                              # in fp32, as transformers
+            yield gguf_to_hf_name(t.name, arch), w.to(dtype)
 
     return metadata, tensors()
 
