@@ -66,7 +66,10 @@ def dummy_weights_(model: torch.nn.Module, std: float = 0.02, seed: int = 0) -> 
 @register_pass("quantize", order=10, applies=lambda config: config.quantization is not None)
 def quantize_pass(model: torch.nn.Module, config: EngineConfig) -> dict:
     "Model pass: the weights quantized in place by the method `config.quantization` names."
-    return QUANTIZATIONS.lookup(config.quantization)(model)
+    method = QUANTIZATIONS.lookup(config.quantization)
+    if getattr(method, "takes_config", False):         # a method that reads the checkpoint itself (41's gguf)
+        return method(model, config)
+    return method(model)
 
 
 def prepare_model(model: torch.nn.Module, config: EngineConfig) -> list[tuple[str, object]]:
