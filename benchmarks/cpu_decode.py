@@ -1,6 +1,6 @@
 """Batch-1 decode tokens/s of mini_infer against transformers on the bundled SmolLM2 (the `mini-infer bench` logic).
 
-Run: .venv/bin/python benchmarks/cpu_decode.py [--tokens 64 --repeats 3]
+Run: .venv/bin/python benchmarks/cpu_decode.py [--tokens 64 --repeats 3] [--quantization gguf|int4|int8]
 """
 import argparse
 import contextlib
@@ -18,13 +18,15 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--prompt", default="The capital of France is")
+    p.add_argument("--quantization", default=None, help="mini_infer's weights: gguf (the file's own blocks), int4...")
     a = p.parse_args()
     env = setup()
     with contextlib.redirect_stderr(io.StringIO()):
-        llm = LLM(dtype="float32", device="cpu")
+        llm = LLM(dtype="float32", device="cpu", quantization=a.quantization)
         hf = hf_peer(None, torch.float32, "cpu")
     ids = llm.tokenizer.encode(a.prompt)
     params = lambda n: SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)
+    greedy = llm.generate([ids], params(16))[0].outputs[0].token_ids
     ours = decode_tokens_per_s(lambda n: llm.generate([ids], params(n)), a.tokens, a.repeats)
     x = torch.tensor([ids])
 
@@ -34,18 +36,24 @@ def main() -> None:
                         pad_token_id=0)                                   # as `mini-infer bench`
 
     theirs = decode_tokens_per_s(hf_generate, a.tokens, a.repeats)
+    with torch.no_grad():
+        hf_greedy = hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=16,
+                                min_new_tokens=16, pad_token_id=0)[0, len(ids):].tolist()
+    agree = next((i for i, (u, v) in enumerate(zip(greedy, hf_greedy)) if u != v), len(greedy))
     attn = hf.config._attn_implementation
     print(f"environment: {env} (torch.set_num_threads({NUM_THREADS}))")
     print(f"workload   : SmolLM2-135M-Instruct GGUF dequantized to fp32, batch 1, prompt {len(ids)} tokens, "
           f"{a.tokens} new tokens; decode tok/s = (N-1)/(t_N - t_1), median of {a.repeats} after a warm-up\n")
     print_table(["engine", "decode tok/s", "ms/token"],
                 [["mini_infer", ours, 1000 / ours], [f"transformers ({attn})", theirs, 1000 / theirs]])
-    print(f"\nratio mini_infer / transformers: {ours / theirs:.2f}x")
+    print(f"\nratio mini_infer / transformers: {ours / theirs:.2f}x (mini_infer weights: {a.quantization or 'fp32'}; "
+          f"greedy tokens equal to transformers' for the first {agree}/16)")
     share = cpu_share()
     print(noise_line(share))
     path = save_run("decode", {"env": env, "threads": NUM_THREADS, **share, "prompt_tokens": len(ids),
                                "new_tokens": a.tokens, "repeats": a.repeats, "mini_infer_tok_s": ours, "hf_tok_s": theirs,
-                               "hf_attn": attn, "ratio": ours / theirs})
+                               "hf_attn": attn, "ratio": ours / theirs,
+                               "quantization": a.quantization, "greedy_agree_16": agree})
     print(f"wrote {path}")
 
 
