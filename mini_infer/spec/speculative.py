@@ -399,7 +399,8 @@ def append_tokens(self: SpeculativeEngine, seq: Sequence, toks: list[int], lps: 
 def request_output(self: SpeculativeEngine, request_id: str) -> RequestOutput:
     "Chapter 25's RequestOutput with the request's speculation figures in `metrics`."
     seqs = self.finished[request_id]
-    v, d, a = (sum(self.seq_spec_stats.pop(s.seq_id, [0, 0, 0])[i] for s in seqs) for i in range(3))
+    per_seq = [self.seq_spec_stats.pop(s.seq_id, [0, 0, 0]) for s in seqs]
+    v, d, a = (sum(st[i] for st in per_seq) for i in range(3))
     out = LLMEngine.request_output(self, request_id)
     out.metrics = {"spec_num_verifications": v, "spec_num_draft_tokens": d, "spec_num_accepted_tokens": a,
                    "spec_acceptance_rate": a / d if d else 0.0, "spec_mean_accepted_length": 1 + a / v if v else 0.0}
