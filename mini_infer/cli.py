@@ -180,12 +180,12 @@ def cmd_serve(a) -> int:
     import os
     from mini_infer.api.server import ServerState, build_app
     from mini_infer.engine.async_engine import EngineThread
-    from mini_infer.engine.llm_engine import LLMEngine
+    from mini_infer.engine.llm_engine import make_engine
     options = {f.name: getattr(a, f.name) for f in fields(ServerConfig)}
     options["api_key"] = a.api_key or os.environ.get("MINI_INFER_API_KEY") or None
     config = ServerConfig(**options)                           # a bad limit fails before the model loads
     model = a.model_path or a.model
-    engine = LLMEngine(model, **engine_kwargs(a))
+    engine = make_engine(model, **engine_kwargs(a))
     state = ServerState(EngineThread(engine), a.served_model_name or served_name(model), config)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     uvi = uvicorn.Config(build_app(state), host=config.host, port=config.port, log_level="warning")

@@ -255,6 +255,9 @@ class EngineCollector:
                     "requests_finished": "requests finished"}
         for name, doc in counters.items():
             yield CounterMetricFamily(f"mini_infer:{name}", doc, value=s[name])
+        for name, (kind, doc) in getattr(self.engine, "extra_metrics", {}).items():   # chapter 50's
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(f"mini_infer:{name}", doc, value=s[name])
 
 # %% ../../nbs/26_server.ipynb #2d89c4b8
 class RequestTrace:

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['logger', 'CompletionOutput', 'RequestOutput', 'StreamOutput', 'to_token_ids', 'check_fits', 'make_block_manager',
-           'make_model_runner', 'LLMEngine', 'LLM']
+           'make_model_runner', 'LLMEngine', 'make_engine', 'LLM']
 
 # %% ../../nbs/25_engine.ipynb #3bc37935
 import logging
@@ -23,7 +23,7 @@ from .sampling import Sampler, SamplerOutput, SamplingParams, make_generator
 from .scheduler import BatchInvariantScheduler, Scheduler, SchedulerOutput
 from .sequence import Sequence, SequenceStatus, append_token, stream_delta
 from .tokenizer import Tokenizer
-from ..engine_config import EngineConfig
+from ..engine_config import ENGINES, EngineConfig
 from ..loader import load_model, prepare_model
 
 logger = logging.getLogger("mini_infer.engine")
@@ -50,6 +50,7 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool = True
     prompt_logprobs: list | None = None          # None for the first token, then Logprobs per prompt token
+    metrics: dict | None = None                  # an engine's per-request figures (chapter 50: speculation)
 
 # %% ../../nbs/25_engine.ipynb #71b6a760
 @dataclass
@@ -348,11 +349,20 @@ def prompt_logits(self: LLMEngine, token_ids: list[int]) -> torch.Tensor:
         self.block_manager.free(seq)
 
 # %% ../../nbs/25_engine.ipynb #374d45c5
+ENGINES.register("default", LLMEngine)
+
+
+def make_engine(model=None, config: EngineConfig | None = None, **options) -> LLMEngine:
+    "The engine the options ask for (`LLMEngine`, or the subclass registered for their `engine_name`)."
+    config = config or EngineConfig(model=model, **options)          # every option checked
+    return ENGINES.lookup(config.engine_name)(config=config)
+
+# %% ../../nbs/25_engine.ipynb #e2a3fc17
 class LLM:
     "vLLM-style offline entry point: `LLM(model, **EngineConfig options).generate(prompts, SamplingParams(...))`."
 
     def __init__(self, model=None, **engine_options):
-        self.engine = LLMEngine(model, **engine_options)
+        self.engine = make_engine(model, **engine_options)
         self.config, self.model, self.tokenizer = self.engine.config, self.engine.model, self.engine.tokenizer
         self._next_id = 0
 

@@ -52,6 +52,10 @@ class Scheduler:
         "Tokens one step may compute in all: the batched-token limit."
         return self.max_num_batched_tokens
 
+    def num_new_tokens(self, seq: Sequence) -> int:
+        "Tokens a running `seq` would compute now, budget aside: those not in the cache (chapter 50 adds drafts)."
+        return len(seq) - seq.num_computed_tokens
+
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
         self.block_manager.free(seq)
@@ -74,7 +78,7 @@ def schedule(self: Scheduler) -> SchedulerOutput:
     for seq in list(self.running):                                     # oldest first
         if seq.status is not SequenceStatus.RUNNING or budget == 0:    # preempted above: skip (no list scan)
             continue
-        n = min(len(seq) - seq.num_computed_tokens, cap, budget)
+        n = min(self.num_new_tokens(seq), cap, budget)
         while not bm.allocate_slots(seq, n):
             victim = self.running[-1]                                    # newest admitted
             self._preempt(victim)
