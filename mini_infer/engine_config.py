@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['PLUGIN_PACKAGES', 'KERNELS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'MODEL_PASSES', 'SPECULATIVE_METHODS', 'ENGINES',
-           'DTYPES', 'import_plugins', 'Registry', 'KernelSet', 'ModelPass', 'register_pass', 'resolve_dtype',
-           'resolve_device', 'check_option', 'option', 'EngineConfig', 'check_fields', 'check_registered']
+           'EXECUTORS', 'DTYPES', 'import_plugins', 'Registry', 'KernelSet', 'ModelPass', 'register_pass',
+           'resolve_dtype', 'resolve_device', 'check_option', 'option', 'EngineConfig', 'check_fields',
+           'check_registered']
 
 # %% ../nbs/01a_engine_config.ipynb #579f5f4a
 import importlib
@@ -25,7 +26,7 @@ _logger = logging.getLogger(__name__)
 
 # %% ../nbs/01a_engine_config.ipynb #61807f85
 PLUGIN_PACKAGES = ("mini_infer.layers", "mini_infer.kernels", "mini_infer.models", "mini_infer.quant",
-                   "mini_infer.spec")
+                   "mini_infer.spec", "mini_infer.distributed")
 _skipped_plugins: dict[str, str] = {}          # module -> why it could not be imported
 
 
@@ -105,6 +106,7 @@ KV_CACHE_DTYPES = Registry("kv_cache_dtype")  # "auto" (the model's dtype) here;
 MODEL_PASSES = Registry("model pass")        # chapters 10, 10a, 11, 16, 40a: see `register_pass`
 SPECULATIVE_METHODS = Registry("speculative method")   # chapter 50: method name -> proposer class
 ENGINES = Registry("engine")                 # `EngineConfig.engine_name` -> engine class: chapters 25, 50
+EXECUTORS = Registry("distributed_executor_backend")   # chapter 60: name -> start(config) -> model on rank 0
 KV_CACHE_DTYPES.register("auto", None)
 
 # %% ../nbs/01a_engine_config.ipynb #90515d44
@@ -193,7 +195,11 @@ class EngineConfig:
     speculative_config: dict | None = option(None, "speculative decoding, as JSON: {\"method\": \"ngram\" | "
                                              "\"layer_skip\" | \"draft_model\", \"num_speculative_tokens\": K, "
                                              "...} (chapter 50)", type=json.loads)
-    tensor_parallel_size: int = option(1, "GPUs to shard the model over (only 1 for now)")
+    tensor_parallel_size: int = option(1, "ranks (GPUs, or CPU processes) to shard the model over (chapter 60)")
+    enable_expert_parallel: bool = option(False, "partition MoE experts over the tensor-parallel ranks (60)")
+    distributed_executor_backend: str | None = option(
+        None, "how the ranks start: mp (worker processes; the default when tensor_parallel_size > 1) or env "
+        "(started by torchrun)", registry=EXECUTORS, type=str)
     seed: int = option(0, "the engine's sampling seed (requests without a seed draw from it)")
     inject_faults: bool = option(False, "TESTING ONLY: fail requests whose prompt has a [[fault:...]] marker "
                                  "(chapter 24b)")
@@ -221,6 +227,13 @@ class EngineConfig:
         return "default" if self.speculative_config is None else "speculative"
 
     @property
+    def executor(self) -> str | None:
+        "The executor that starts the ranks (chapter 60): None runs the model in this process alone."
+        if self.distributed_executor_backend is None and self.tensor_parallel_size > 1:
+            return "mp"
+        return self.distributed_executor_backend
+
+    @property
     def use_prefix_caching(self) -> bool:
         "Prefix caching runs: asked for, and not batch-invariant."
         return self.enable_prefix_caching and not self.batch_invariant
@@ -244,7 +257,8 @@ def check_fields(c: EngineConfig) -> None:
         check_option(name, v, v is None or (_is_int(v) and v >= 1), "None or a positive integer")
     check_option("max_num_batched_tokens", c.max_num_batched_tokens, c.max_num_batched_tokens >= c.block_size,
                  f"at least block_size={c.block_size}")
-    for name in ("enable_prefix_caching", "enforce_eager", "batch_invariant", "inject_faults"):
+    for name in ("enable_prefix_caching", "enforce_eager", "batch_invariant", "inject_faults",
+                 "enable_expert_parallel"):
         check_option(name, getattr(c, name), isinstance(getattr(c, name), bool), "True or False")
     u = c.gpu_memory_utilization
     check_option("gpu_memory_utilization", u, isinstance(u, numbers.Real) and 0 < u <= 1, "in (0, 1]")
@@ -268,5 +282,7 @@ def check_registered(c: EngineConfig) -> None:
         check_option("speculative_config", sc, isinstance(sc, dict) and "method" in sc,
                      "None or a dict with a 'method' key")
         SPECULATIVE_METHODS.lookup(sc["method"]).check_config(sc)
-    check_option("tensor_parallel_size", c.tensor_parallel_size, c.tensor_parallel_size == 1,
-                 "1 (tensor parallelism is not available yet)")
+        check_option("speculative_config", sc, c.tensor_parallel_size == 1,
+                     "None when tensor_parallel_size > 1 (chapter 50's engine runs one rank)")
+    if c.distributed_executor_backend is not None:
+        EXECUTORS.lookup(c.distributed_executor_backend)

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['logger', 'CompletionOutput', 'RequestOutput', 'StreamOutput', 'to_token_ids', 'check_fits', 'make_block_manager',
-           'make_model_runner', 'LLMEngine', 'make_engine', 'LLM']
+           'make_model_runner', 'EngineDeadError', 'LLMEngine', 'make_engine', 'LLM']
 
 # %% ../../nbs/25_engine.ipynb #3bc37935
 import logging
@@ -23,7 +23,7 @@ from .sampling import Sampler, SamplerOutput, SamplingParams, make_generator
 from .scheduler import BatchInvariantScheduler, Scheduler, SchedulerOutput
 from .sequence import Sequence, SequenceStatus, append_token, stream_delta
 from .tokenizer import Tokenizer
-from ..engine_config import ENGINES, EngineConfig
+from ..engine_config import ENGINES, EXECUTORS, EngineConfig
 from ..loader import load_model, prepare_model
 
 logger = logging.getLogger("mini_infer.engine")
@@ -127,14 +127,21 @@ def make_model_runner(model, block_manager, options: EngineConfig, sampler: Samp
     return ModelRunner(*args)
 
 # %% ../../nbs/25_engine.ipynb #1920321d
+class EngineDeadError(RuntimeError):
+    "The engine cannot take another step (a worker rank died): every request ends, the caller must stop."
+
+# %% ../../nbs/25_engine.ipynb #cb462231
 class LLMEngine:
     "Continuous batching over a paged KV cache: `add_request`, `step`, `abort` [kwon2023efficient, Sec. 4]."
 
     def __init__(self, model=None, config: EngineConfig | None = None, **options):
         self.engine_config = c = config or EngineConfig(model=model, **options)   # every option checked
         self.dtype, self.device, self.block_size = c.torch_dtype, c.torch_device, c.block_size
-        self.config, self.model, self.tokenizer = load_model(c.model, self.dtype, self.device, c.load_format)
-        self.passes = prepare_model(self.model, c)                 # quantize, merge, kernels (chapter 16)
+        if c.executor is None:
+            self.config, self.model, self.tokenizer = load_model(c.model, self.dtype, self.device, c.load_format)
+            self.passes = prepare_model(self.model, c)             # quantize, merge, kernels (chapter 16)
+        else:                                                      # sharded over processes (chapter 60)
+            self.config, self.model, self.tokenizer, self.passes = EXECUTORS.lookup(c.executor)(c)
         self.max_model_len = c.max_model_len or self.config.max_position_embeddings
         if not 0 < self.max_model_len <= self.config.max_position_embeddings:
             raise ValueError(f"max_model_len={self.max_model_len} must be in "
@@ -163,6 +170,8 @@ class LLMEngine:
             return outputs
         try:
             sampled, out = self.run(plan)
+        except EngineDeadError:                             # no step can run any more: the caller ends
+            raise
         except Exception as e:                              # the batch's failure: all its requests end
             requests = dict.fromkeys(seq.request_id for seq, _ in plan.scheduled)
             return outputs + [o for rid in requests for o in self._fail_request(rid, e)]
@@ -317,6 +326,14 @@ def stats(self: LLMEngine) -> dict:
 
 
 @patch
+def shutdown(self: LLMEngine) -> None:
+    "Stop what the engine started beside this process (chapter 60's worker ranks); safe to call twice."
+    stop = getattr(self.model, "shutdown", None)
+    if stop is not None:
+        stop()
+
+
+@patch
 def has_unfinished_requests(self: LLMEngine) -> bool:
     return bool(self.inbox) or self.scheduler.has_unfinished()
 
@@ -409,3 +426,7 @@ class LLM:
     def logits(self, token_ids: list[int]) -> torch.Tensor:
         "fp32 logits [len, V] of one full-prompt forward: the parity hook."
         return self.engine.prompt_logits(token_ids)
+
+    def shutdown(self) -> None:
+        "Stop the engine's worker processes, if it has any (tensor parallelism, chapter 60)."
+        self.engine.shutdown()

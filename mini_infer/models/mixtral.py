@@ -26,5 +26,5 @@ class MixtralForCausalLM(CausalLM):
         self.packed_modules_mapping = expert_packed_mapping(num_experts)
 
     def make_layer(self, config: ModelConfig, layer_idx: int, rope, tp: dict) -> nn.Module:
-        attn = LlamaAttention(config, layer_idx, rope, tp["tp_rank"], tp["tp_size"])
+        attn = LlamaAttention(config, layer_idx, rope, **tp)
         return DecoderLayer(config, attn, build_moe_block(config, **tp), mlp_name="block_sparse_moe")
