@@ -49,8 +49,9 @@ _DECORATE = object()
 
 def _home(obj) -> str | None:
     "The module that defined `obj` (for a kernel set or a model pass, the module of its function)."
-    for attr in ("run", "attention"):
-        obj = getattr(obj, attr, obj)
+    if not isinstance(obj, type):                  # a class is its own home, whatever methods it inherits
+        for attr in ("run", "attention"):
+            obj = getattr(obj, attr, obj)
     return getattr(obj, "__module__", None)
 
 
