@@ -42,7 +42,8 @@ def _flag_kwargs(f) -> dict:
     meta, kw = f.metadata, dict(default=f.default, dest=f.name, help=f.metadata["help"])
     if isinstance(f.default, bool):
         return {**kw, "action": argparse.BooleanOptionalAction}
-    kw["type"] = meta["type"] if "type" in meta else type(f.default)      # a None default names its type
+    # a None default names its type
+    kw["type"] = meta["type"] if "type" in meta else type(f.default)
     if "choices" in meta:
         kw["choices"] = list(meta["choices"])
     elif "registry" in meta:
@@ -78,7 +79,8 @@ SUBCOMMAND_PACKAGES = ("mini_infer.tools",)
 
 @dataclass(frozen=True)
 class Subcommand:
-    "A `mini-infer` subcommand a later chapter registers: its arguments and the function that runs it."
+    """A `mini-infer` subcommand a later chapter registers: its arguments and the function that runs
+    it."""
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
@@ -95,10 +97,12 @@ def register_subcommand(name: str, help: str, add_arguments: Callable):
 # %% ../nbs/27_cli.ipynb #f5633aa6
 def build_parser() -> argparse.ArgumentParser:
     "The `mini-infer` argument parser with its subcommands."
-    p = argparse.ArgumentParser(prog="mini-infer", description="mini_infer: a readable LLM inference engine")
+    p = argparse.ArgumentParser(prog="mini-infer",
+                                description="mini_infer: a readable LLM inference engine")
     p.add_argument("--version", action="version", version=f"mini-infer {version('mini_infer')}")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="serve the OpenAI API (default: the bundled SmolLM2 on 127.0.0.1:8000)")
+    s = sub.add_parser("serve",
+                       help="serve the OpenAI API (default: the bundled SmolLM2 on 127.0.0.1:8000)")
     s.add_argument("model_path", nargs="?", default=None, metavar="MODEL")
     add_config_args(s, ServerConfig)
     add_engine_args(s)
@@ -113,19 +117,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    g.add_argument("--chat", action="store_true",
+                   help="wrap the prompt in the model's chat template")
     g.add_argument("--json", action="store_true", help="print token ids and finish reason as JSON")
     add_engine_args(g)
     i = sub.add_parser("info", help="device, model, KV-cache memory plan and versions")
-    i.add_argument("--families", action="store_true", help="list the model families and their parity reference")
+    i.add_argument("--families", action="store_true",
+                   help="list the model families and their parity reference")
     add_engine_args(i)
-    b = sub.add_parser("bench", help="batch-1 decode tokens/s against transformers in the same process")
+    b = sub.add_parser("bench",
+                       help="batch-1 decode tokens/s against transformers in the same process")
     b.add_argument("--tokens", type=int, default=64)
     b.add_argument("--prompt", default="The capital of France is")
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--no-hf", action="store_true", help="skip the transformers peer")
     add_engine_args(b)
-    import_plugins(SUBCOMMAND_PACKAGES)                         # chapters' subcommands register themselves
+    import_plugins(SUBCOMMAND_PACKAGES)                  # chapters' subcommands register themselves
     for name in sorted(SUBCOMMANDS):
         cmd = SUBCOMMANDS[name]
         cmd.add_arguments(sub.add_parser(name, help=cmd.help))
@@ -133,9 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 # %% ../nbs/27_cli.ipynb #10fdeb83
 def served_name(model_path) -> str:
-    "The default name a model is served under: its directory or file name, or the bundled model's name."
+    """The default name a model is served under: its directory or file name, or the bundled model's
+    name."""
     from pathlib import Path
-    return "SmolLM2-135M-Instruct" if model_path is None else Path(model_path).name.removesuffix(".gguf")
+    return ("SmolLM2-135M-Instruct" if model_path is None
+            else Path(model_path).name.removesuffix(".gguf"))
 
 # %% ../nbs/27_cli.ipynb #d003f921
 class Server(uvicorn.Server):
@@ -183,11 +192,12 @@ def cmd_serve(a) -> int:
     from mini_infer.engine.llm_engine import make_engine
     options = {f.name: getattr(a, f.name) for f in fields(ServerConfig)}
     options["api_key"] = a.api_key or os.environ.get("MINI_INFER_API_KEY") or None
-    config = ServerConfig(**options)                           # a bad limit fails before the model loads
+    config = ServerConfig(**options)                      # a bad limit fails before the model loads
     model = a.model_path or a.model
     engine = make_engine(model, **engine_kwargs(a))
     state = ServerState(EngineThread(engine), a.served_model_name or served_name(model), config)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     uvi = uvicorn.Config(build_app(state), host=config.host, port=config.port, log_level="warning")
     Server(uvi, state, config.shutdown_grace).run()
     state.thread.shutdown()
@@ -268,7 +278,8 @@ def cmd_chat(a, read=None, write=None) -> int:
 def cmd_generate(a) -> int:
     "Complete one prompt and print it."
     llm = _llm(a)
-    params = SamplingParams(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k, max_tokens=a.max_tokens)
+    params = SamplingParams(temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
+                            max_tokens=a.max_tokens)
     if a.chat:
         out = llm.chat([{"role": "user", "content": a.prompt}], params)[0]
     else:
@@ -288,32 +299,39 @@ def memory_plan(llm: LLM) -> dict:
     groups = kv_stream_groups(llm.model, e.dtype)
     pools = getattr(e.block_manager, "pools", [e.block_manager])
     return {"weights_bytes": sum(p.numel() * p.element_size() for p in llm.model.parameters()),
-            "kv_bytes_per_token": e.kv_bytes_per_token, "block_size": e.block_size, "kv_blocks": e.num_kv_blocks,
+            "kv_bytes_per_token": e.kv_bytes_per_token, "block_size": e.block_size,
+            "kv_blocks": e.num_kv_blocks,
             "kv_tokens": e.kv_budget_tokens, "kv_bytes": e.runner.kv_cache_bytes,
-            "kv_groups": {p.group: (p.num_blocks, groups[p.group][1] if p.group in groups else e.kv_bytes_per_token)
+            "kv_groups": {p.group: (p.num_blocks, groups[p.group][1] if p.group in groups
+                                    else e.kv_bytes_per_token)
                           for p in pools},
             "max_model_len": e.max_model_len}
 
 
 def family_table() -> list[str]:
-    "Each registered family, the module it lives in, and the transformers version its parity was recorded at."
+    """Each registered family, the module it lives in, and the transformers version its parity was
+    recorded at."""
     from pathlib import Path
     import transformers
     from mini_infer.models.llama import MODEL_REGISTRY
     import mini_infer
-    record = Path(mini_infer.__file__).resolve().parents[1] / "tools" / "reference_versions.json"   # a checkout
+    # a checkout
+    record = Path(mini_infer.__file__).resolve().parents[1] / "tools" / "reference_versions.json"
     pinned = json.loads(record.read_text()) if record.exists() else {}
     rows = []
     for arch in MODEL_REGISTRY.names():
         ref = pinned.get(arch)
         status = ("parity recorded, same version" if ref == transformers.__version__ else
-                  "no parity record" if ref is None else f"re-run parity (installed {transformers.__version__})")
-        rows.append(f"{arch:26s} {MODEL_REGISTRY[arch].__module__:28s} transformers {ref or '-':8s} {status}")
+                  "no parity record" if ref is None
+                  else f"re-run parity (installed {transformers.__version__})")
+        rows.append(f"{arch:26s} {MODEL_REGISTRY[arch].__module__:28s} transformers "
+                    f"{ref or '-':8s} {status}")
     return rows
 
 
 def cmd_info(a) -> int:
-    "Print the device, the model, the memory plan and the versions (or, with --families, the families)."
+    """Print the device, the model, the memory plan and the versions (or, with --families, the
+    families)."""
     if a.families:
         print("\n".join(family_table()))
         return 0
@@ -321,9 +339,12 @@ def cmd_info(a) -> int:
     c, plan = llm.config, memory_plan(llm)
     print(f"environment : {env_report()}")
     print(f"model       : {c.architecture}, {c.num_hidden_layers} layers, d={c.hidden_size}, heads "
-          f"{c.num_attention_heads}/{c.num_key_value_heads}, head_dim {c.head_dim}, vocab {c.vocab_size}")
-    print(f"dtype/device: {llm.engine.dtype} on {llm.engine.device}; max_model_len {plan['max_model_len']}")
-    print(f"kernels     : {llm.engine.kernels}; passes {', '.join(n for n, _ in llm.engine.passes)}; CUDA graphs "
+          f"{c.num_attention_heads}/{c.num_key_value_heads}, head_dim {c.head_dim}, vocab "
+          f"{c.vocab_size}")
+    print(f"dtype/device: {llm.engine.dtype} on {llm.engine.device}; max_model_len "
+          f"{plan['max_model_len']}")
+    print(f"kernels     : {llm.engine.kernels}; passes "
+          f"{', '.join(n for n, _ in llm.engine.passes)}; CUDA graphs "
           f"{'yes' if getattr(llm.engine.runner, 'graphs', None) else 'no'}")
     print(f"weights     : {plan['weights_bytes'] / 2**20:,.1f} MiB")
     tokens = "any length" if plan["kv_tokens"] == float("inf") else f"{plan['kv_tokens']:,} tokens"
@@ -345,14 +366,16 @@ def _median_seconds(fn, repeats: int) -> float:
 
 
 def decode_tokens_per_s(generate_n, n: int, repeats: int) -> float:
-    "Batch-1 decode tokens/s from timing `generate_n(1)` and `generate_n(n)`: (n - 1) / (t_n - t_1)."
+    """Batch-1 decode tokens/s from timing `generate_n(1)` and `generate_n(n)`: (n - 1) / (t_n -
+    t_1)."""
     t1 = _median_seconds(lambda: generate_n(1), repeats)
     tn = _median_seconds(lambda: generate_n(n), repeats)
     return (n - 1) / max(tn - t1, 1e-9)
 
 # %% ../nbs/27_cli.ipynb #c7559660
 def hf_peer(model_path, dtype: torch.dtype, device):
-    "`transformers` loading the same checkpoint (directory or GGUF) with its default attention, or None."
+    """`transformers` loading the same checkpoint (directory or GGUF) with its default attention, or
+    None."""
     from pathlib import Path
     from transformers import AutoModelForCausalLM
     from mini_infer.weights import bundled_model_path
@@ -369,10 +392,14 @@ def cmd_bench(a) -> int:
                           " `pip install transformers`, or pass --no-hf to time mini_infer alone")
     llm = _llm(a)
     ids = llm.tokenizer.encode(a.prompt) if llm.tokenizer else list(range(1, 9))
-    ours = decode_tokens_per_s(lambda n: llm.generate([ids], SamplingParams(temperature=0, max_tokens=n,
-                                                                             ignore_eos=True)), a.tokens, a.repeats)
+    ours = decode_tokens_per_s(
+        lambda n: llm.generate([ids], SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)),
+        a.tokens,
+        a.repeats,
+    )
     print(f"environment: {env_report()}")
-    print(f"workload   : batch 1, prompt {len(ids)} tokens, {a.tokens} new tokens, {llm.engine.dtype}, median of {a.repeats}")
+    print(f"workload   : batch 1, prompt {len(ids)} tokens, {a.tokens} new tokens, "
+          f"{llm.engine.dtype}, median of {a.repeats}")
     print(f"mini_infer : {ours:8.1f} decode tokens/s")
     if not a.no_hf:
         hf = hf_peer(a.model, llm.engine.dtype, llm.engine.device)
@@ -382,12 +409,14 @@ def cmd_bench(a) -> int:
                 hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n,
                             min_new_tokens=n, pad_token_id=0)
         theirs = decode_tokens_per_s(hf_generate, a.tokens, a.repeats)
-        print(f"transformers: {theirs:7.1f} decode tokens/s ({hf.config._attn_implementation} attention)")
+        print(f"transformers: {theirs:7.1f} decode tokens/s ({hf.config._attn_implementation} "
+              "attention)")
         print(f"ratio      : {ours / theirs:8.2f}x")
     return 0
 
 # %% ../nbs/27_cli.ipynb #96d7e191
-COMMANDS = {"serve": cmd_serve, "chat": cmd_chat, "generate": cmd_generate, "info": cmd_info, "bench": cmd_bench}
+COMMANDS = {"serve": cmd_serve, "chat": cmd_chat, "generate": cmd_generate, "info": cmd_info,
+            "bench": cmd_bench}
 USER_ERRORS = (ValueError, OSError, ImportError, NotImplementedError, KeyError)
 
 

@@ -19,7 +19,8 @@ _ROPE_TYPES_WITH_ORIGINAL_LENGTH = ("llama3", "yarn", "longrope")
 
 
 def standardize_rope_parameters(config: dict) -> dict:
-    "The `rope_parameters` dict of a `config.json` dict, normalized as `transformers` 5 does (legacy keys merged)."
+    """The `rope_parameters` dict of a `config.json` dict, normalized as `transformers` 5 does
+    (legacy keys merged)."""
     rope = copy.deepcopy(config.get("rope_scaling") or config.get("rope_parameters") or {})
     rope.setdefault("rope_theta", config.get("rope_theta", 10000.0))
     if config.get("partial_rotary_factor") is not None:
@@ -31,13 +32,16 @@ def standardize_rope_parameters(config: dict) -> dict:
 
 # %% ../nbs/01_config.ipynb #22f510e3
 _LEGACY_LAYER_TYPES = {"attention": "full_attention", "mamba": "linear_attention",
-                       "deepseek_sparse_attention": "indexed_attention", "qwen_sparse_attention": "indexed_attention"}
-_GEMMA_PATTERNS = {"gemma2": 2, "gemma3_text": 6, "gemma4_text": 6}   # default: layer i is full if (i+1) % n == 0
+                       "deepseek_sparse_attention": "indexed_attention",
+                       "qwen_sparse_attention": "indexed_attention"}
+# default: layer i is full if (i+1) % n == 0
+_GEMMA_PATTERNS = {"gemma2": 2, "gemma3_text": 6, "gemma4_text": 6}
 _QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "gemma4_text")
 
 
 def attention_layout(config: dict) -> dict:
-    "Bias, q/k-norm and per-layer sliding-window fields of a `config.json` dict, per family as `transformers` builds them."
+    """Bias, q/k-norm and per-layer sliding-window fields of a `config.json` dict, per family as
+    `transformers` builds them."""
     model_type, num_layers = config["model_type"], config["num_hidden_layers"]
     bias, mlp_bias = bool(config.get("attention_bias", False)), bool(config.get("mlp_bias", False))
     window, layer_types = config.get("sliding_window"), config.get("layer_types")
@@ -45,7 +49,8 @@ def attention_layout(config: dict) -> dict:
     if model_type in ("qwen2", "qwen3"):
         window = window if config.get("use_sliding_window", False) else None
         if layer_types is None:
-            layer_types = ["sliding_attention" if window is not None and i >= config["max_window_layers"]
+            layer_types = ["sliding_attention" if window is not None
+                           and i >= config["max_window_layers"]
                            else "full_attention" for i in range(num_layers)]
         mlp_bias = False
         if model_type == "qwen2":
@@ -55,41 +60,54 @@ def attention_layout(config: dict) -> dict:
         layer_types = ["sliding_attention" if window is not None else "full_attention"] * num_layers
     elif model_type == "llama":
         window, layer_types = None, None
-    elif model_type == "qwen3_moe":                                   # chapter 39: one window for all layers
+    elif model_type == "qwen3_moe":                          # chapter 39: one window for all layers
         window = window if config.get("use_sliding_window", False) else None
-    elif model_type in _GEMMA_PATTERNS and layer_types is None:      # every n-th layer global (chapter 38)
+    # every n-th layer global (chapter 38)
+    elif model_type in _GEMMA_PATTERNS and layer_types is None:
         n = config.get("sliding_window_pattern", _GEMMA_PATTERNS[model_type])
-        layer_types = ["sliding_attention" if (i + 1) % n else "full_attention" for i in range(num_layers)]
+        layer_types = ["sliding_attention" if (i + 1) % n else "full_attention"
+                       for i in range(num_layers)]
     if layer_types is None:
         layer_types = ["sliding_attention" if window is not None else "full_attention"] * num_layers
     layer_types = [_LEGACY_LAYER_TYPES.get(t, t) for t in layer_types]
     if model_type == "gemma4_text":                                  # Gemma4TextConfig forces it
         layer_types[-1] = "full_attention"
-    return dict(qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, use_qk_norm=model_type in _QK_NORM_TYPES,
+    return dict(qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
+                use_qk_norm=model_type in _QK_NORM_TYPES,
                 sliding_window=window, layer_types=layer_types)
 
 # %% ../nbs/01_config.ipynb #ea87c6e5
-_REQUIRED_KEYS = ("model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+_REQUIRED_KEYS = ("model_type", "vocab_size", "hidden_size", "intermediate_size",
+                  "num_hidden_layers",
                   "num_attention_heads", "max_position_embeddings")
-_COMMON_DEFAULTS = dict(rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=False, pad_token_id=None,
+_COMMON_DEFAULTS = dict(rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=False,
+                        pad_token_id=None,
                         bos_token_id=None, eos_token_id=None)
-_FAMILY_DEFAULTS = {  # transformers' class defaults for keys a config.json may omit (conventions, not shapes)
-    "llama": dict(architectures=["LlamaForCausalLM"], max_position_embeddings=2048, bos_token_id=1, eos_token_id=2),
-    "mistral": dict(architectures=["MistralForCausalLM"], max_position_embeddings=131072, bos_token_id=1,
+# transformers' class defaults for keys a config.json may omit (conventions, not shapes)
+_FAMILY_DEFAULTS = {
+    "llama": dict(architectures=["LlamaForCausalLM"], max_position_embeddings=2048, bos_token_id=1,
+                  eos_token_id=2),
+    "mistral": dict(architectures=["MistralForCausalLM"], max_position_embeddings=131072,
+                    bos_token_id=1,
                     eos_token_id=2, sliding_window=4096),
-    "qwen2": dict(architectures=["Qwen2ForCausalLM"], max_position_embeddings=32768, sliding_window=4096,
+    "qwen2": dict(architectures=["Qwen2ForCausalLM"], max_position_embeddings=32768,
+                  sliding_window=4096,
                   max_window_layers=28),
-    "qwen3": dict(architectures=["Qwen3ForCausalLM"], max_position_embeddings=32768, sliding_window=4096,
+    "qwen3": dict(architectures=["Qwen3ForCausalLM"], max_position_embeddings=32768,
+                  sliding_window=4096,
                   max_window_layers=28),
-    **{family: dict(architectures=[arch], max_position_embeddings=n_pos, sliding_window=window, bos_token_id=2,
-                    eos_token_id=1, pad_token_id=0, tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh")
+    **{family: dict(architectures=[arch], max_position_embeddings=n_pos, sliding_window=window,
+                    bos_token_id=2,
+                    eos_token_id=1, pad_token_id=0, tie_word_embeddings=True,
+                    hidden_activation="gelu_pytorch_tanh")
        for family, arch, n_pos, window in [("gemma2", "Gemma2ForCausalLM", 8192, 4096),
                                            ("gemma3_text", "Gemma3ForCausalLM", 131072, 4096),
                                            ("gemma4_text", "Gemma4ForCausalLM", 131072, 512)]},
 }
 
 # %% ../nbs/01_config.ipynb #9a960366
-_TOP_LEVEL_KEYS = ("architectures", "bos_token_id", "eos_token_id", "pad_token_id", "dtype", "torch_dtype")
+_TOP_LEVEL_KEYS = ("architectures", "bos_token_id", "eos_token_id", "pad_token_id", "dtype",
+                   "torch_dtype")
 _PER_LAYER_ROPE = {  # transformers' defaults per layer type; (legacy key, its layer type)
     "gemma3_text": ({"full_attention": {"rope_type": "default", "rope_theta": 1e6},
                      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
@@ -101,7 +119,8 @@ _PER_LAYER_ROPE = {  # transformers' defaults per layer type; (legacy key, its l
 
 
 def text_config_dict(raw: dict) -> dict:
-    "The text decoder's `config.json` dict: a multimodal checkpoint's `text_config`, else `raw` itself."
+    """The text decoder's `config.json` dict: a multimodal checkpoint's `text_config`, else `raw`
+    itself."""
     if not isinstance(raw.get("text_config"), dict):
         return raw
     return {**raw["text_config"], **{k: raw[k] for k in _TOP_LEVEL_KEYS if raw.get(k) is not None}}
@@ -111,9 +130,9 @@ def per_layer_rope_parameters(config: dict) -> dict:
     "{layer type: rope dict} of a Gemma 3/4 config dict, legacy keys merged as `transformers` does."
     defaults, legacy = _PER_LAYER_ROPE[config["model_type"]]
     given = config.get("rope_parameters") or {}
-    if not legacy:                                     # Gemma 4: the nested dict, else transformers' default
+    if not legacy:                            # Gemma 4: the nested dict, else transformers' default
         rope = {t: copy.deepcopy(given.get(t) or p) for t, p in defaults.items()}
-    else:                                              # Gemma 3: legacy keys fill in what the dict lacks
+    else:                                         # Gemma 3: legacy keys fill in what the dict lacks
         rope = {t: copy.deepcopy(given.get(t) or {"rope_type": "default"}) for t in defaults}
         if config.get("rope_scaling"):
             rope["full_attention"].update(config["rope_scaling"])
@@ -124,14 +143,17 @@ def per_layer_rope_parameters(config: dict) -> dict:
 
 # %% ../nbs/01_config.ipynb #e4552aee
 def config_fields(raw: dict) -> dict:
-    "The `ModelConfig` fields of a `config.json` dict: required keys checked, defaults filled, sizes derived."
+    """The `ModelConfig` fields of a `config.json` dict: required keys checked, defaults filled,
+    sizes derived."""
     raw = text_config_dict(raw)
     d = {**_COMMON_DEFAULTS, **_FAMILY_DEFAULTS.get(raw.get("model_type"), {}), **raw}
     missing = [k for k in _REQUIRED_KEYS if d.get(k) is None]
     if missing:
-        raise KeyError(f"config is missing required key(s) {missing} (model_type={raw.get('model_type')!r})")
+        raise KeyError(f"config is missing required key(s) {missing} "
+                       f"(model_type={raw.get('model_type')!r})")
     if not d.get("architectures"):
-        raise KeyError(f"config has no `architectures` and model_type {d['model_type']!r} has no default class")
+        raise KeyError(f"config has no `architectures` and model_type {d['model_type']!r} has no "
+                       "default class")
     heads, eos = d["num_attention_heads"], d["eos_token_id"]
     return dict(
         architecture=d["architectures"][0], model_type=d["model_type"], vocab_size=d["vocab_size"],
@@ -150,7 +172,8 @@ def config_fields(raw: dict) -> dict:
 
 # %% ../nbs/01_config.ipynb #65e81bf6
 def read_config_json(path) -> dict:
-    "The dict of a `config.json` file, or of the `config.json` in directory `path`; errors name the file."
+    """The dict of a `config.json` file, or of the `config.json` in directory `path`; errors name
+    the file."""
     path = Path(path)
     path = path / "config.json" if path.is_dir() else path
     if not path.is_file():
@@ -163,7 +186,8 @@ def read_config_json(path) -> dict:
 # %% ../nbs/01_config.ipynb #25b3e833
 @dataclass
 class ModelConfig:
-    "What the model code reads from a checkpoint: `config.json` or GGUF metadata, normalized as `transformers` does."
+    """What the model code reads from a checkpoint: `config.json` or GGUF metadata, normalized as
+    `transformers` does."""
     architecture: str                  # config.architectures[0], the model registry key
     model_type: str
     vocab_size: int                    # V
@@ -176,14 +200,16 @@ class ModelConfig:
     max_position_embeddings: int
     rms_norm_eps: float = 1e-6
     hidden_act: str = "silu"
-    rope_parameters: dict = field(default_factory=lambda: {"rope_type": "default", "rope_theta": 10000.0})
+    rope_parameters: dict = field(default_factory=lambda: {"rope_type": "default",
+                                                           "rope_theta": 10000.0})
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
     mlp_bias: bool = False
     use_qk_norm: bool = False
     sliding_window: int | None = None
-    layer_types: list[str] = field(default_factory=list)  # "full_attention" / "sliding_attention", one per layer
+    # "full_attention" / "sliding_attention", one per layer
+    layer_types: list[str] = field(default_factory=list)
     bos_token_id: int | None = None
     eos_token_ids: list[int] = field(default_factory=list)
     pad_token_id: int | None = None
@@ -193,7 +219,8 @@ class ModelConfig:
     def __post_init__(self):
         self.layer_types = list(self.layer_types) or ["full_attention"] * self.num_hidden_layers
         if len(self.layer_types) != self.num_hidden_layers:
-            raise ValueError(f"layer_types has {len(self.layer_types)} entries for {self.num_hidden_layers} layers")
+            raise ValueError(f"layer_types has {len(self.layer_types)} entries for "
+                             f"{self.num_hidden_layers} layers")
         if self.num_key_value_heads <= 0 or self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"num_attention_heads={self.num_attention_heads} is not a multiple of "
                              f"num_key_value_heads={self.num_key_value_heads}")
@@ -216,11 +243,13 @@ class ModelConfig:
     def from_gguf(cls, path) -> "ModelConfig":
         "From the metadata of a GGUF file (no tensor data is read)."
         reader = open_gguf(path)
-        return cls.from_dict(gguf_config_dict(gguf_metadata(reader), [t.name for t in reader.tensors]))
+        return cls.from_dict(gguf_config_dict(gguf_metadata(reader),
+                                              [t.name for t in reader.tensors]))
 
 # %% ../nbs/01_config.ipynb #c23f3eea
 def open_gguf(path) -> GGUFReader:
-    "A `gguf.GGUFReader` over `path` (memory-mapped); a missing or unreadable file raises an error naming it."
+    """A `gguf.GGUFReader` over `path` (memory-mapped); a missing or unreadable file raises an error
+    naming it."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no GGUF file at {path}")
@@ -231,33 +260,42 @@ def open_gguf(path) -> GGUFReader:
 
 # %% ../nbs/01_config.ipynb #49afc6b7
 def gguf_metadata(reader: GGUFReader) -> dict:
-    "The key-value metadata of a GGUF file as Python values (`general.architecture`, `llama.block_count`, ...)."
+    """The key-value metadata of a GGUF file as Python values (`general.architecture`,
+    `llama.block_count`, ...)."""
     return {key: f.contents() for key, f in reader.fields.items()}
 
 # %% ../nbs/01_config.ipynb #603087fa
-_GGUF_ARCHITECTURES = {"llama": ("llama", "LlamaForCausalLM"), "qwen2": ("qwen2", "Qwen2ForCausalLM"),
-                       "qwen3": ("qwen3", "Qwen3ForCausalLM"), "gemma3": ("gemma3_text", "Gemma3ForCausalLM")}
+_GGUF_ARCHITECTURES = {"llama": ("llama", "LlamaForCausalLM"),
+                       "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+                       "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+                       "gemma3": ("gemma3_text", "Gemma3ForCausalLM")}
 
 
 def gguf_config_dict(metadata: dict, tensor_names: list[str]) -> dict:
-    "A `config.json` dict from GGUF metadata and tensor names, as `transformers`' GGUF loader builds it."
+    """A `config.json` dict from GGUF metadata and tensor names, as `transformers`' GGUF loader
+    builds it."""
     arch = metadata["general.architecture"]
     if arch not in _GGUF_ARCHITECTURES:
-        raise NotImplementedError(f"GGUF architecture {arch!r} is not supported; known: {sorted(_GGUF_ARCHITECTURES)}")
+        raise NotImplementedError(f"GGUF architecture {arch!r} is not supported; known: "
+                                  f"{sorted(_GGUF_ARCHITECTURES)}")
     if "rope_freqs.weight" in tensor_names:
-        raise NotImplementedError("this GGUF stores Llama 3 rotary scaling as a `rope_freqs` tensor: not supported")
+        raise NotImplementedError("this GGUF stores Llama 3 rotary scaling as a `rope_freqs` "
+                                  "tensor: not supported")
     key = lambda name, default=None: metadata.get(f"{arch}.{name}", default)  # noqa: E731
     model_type, architecture = _GGUF_ARCHITECTURES[arch]
-    head_dim = key("attention.key_length") or (key("rope.dimension_count") if arch == "llama" else None)
+    head_dim = (key("attention.key_length")
+                or (key("rope.dimension_count") if arch == "llama" else None))
     config = dict(
         architectures=[architecture], model_type=model_type,
         vocab_size=key("vocab_size") or len(metadata["tokenizer.ggml.tokens"]),
         hidden_size=key("embedding_length"), intermediate_size=key("feed_forward_length"),
         num_hidden_layers=key("block_count"), num_attention_heads=key("attention.head_count"),
-        num_key_value_heads=key("attention.head_count_kv"), rms_norm_eps=key("attention.layer_norm_rms_epsilon"),
+        num_key_value_heads=key("attention.head_count_kv"),
+        rms_norm_eps=key("attention.layer_norm_rms_epsilon"),
         max_position_embeddings=key("context_length"), rope_theta=key("rope.freq_base", 10000.0),
         tie_word_embeddings="output.weight" not in tensor_names,
-        bos_token_id=metadata.get("tokenizer.ggml.bos_token_id"), eos_token_id=metadata.get("tokenizer.ggml.eos_token_id"),
+        bos_token_id=metadata.get("tokenizer.ggml.bos_token_id"),
+        eos_token_id=metadata.get("tokenizer.ggml.eos_token_id"),
         pad_token_id=metadata.get("tokenizer.ggml.padding_token_id"),
         unk_token_id=metadata.get("tokenizer.ggml.unknown_token_id"))
     if head_dim is not None:
@@ -268,7 +306,9 @@ def gguf_config_dict(metadata: dict, tensor_names: list[str]) -> dict:
     if scaling in ("linear", "yarn"):
         config["rope_scaling"] = {"rope_type": scaling, "factor": factor}
         if key("rope.scaling.original_context_length") is not None:
-            config["rope_scaling"]["original_max_position_embeddings"] = key("rope.scaling.original_context_length")
+            config["rope_scaling"]["original_max_position_embeddings"] = key(
+                "rope.scaling.original_context_length"
+            )
     elif scaling != "none":
         raise NotImplementedError(f"GGUF rope scaling {scaling!r} is not supported")
     config["gguf_metadata"] = {k: v for k, v in metadata.items() if not isinstance(v, list)}
@@ -278,8 +318,11 @@ def gguf_config_dict(metadata: dict, tensor_names: list[str]) -> dict:
 def num_parameters(config: ModelConfig) -> int:
     "Parameter count of a dense decoder of `config` (tied embeddings counted once)."
     d, D, H, Hkv, I, L = (config.hidden_size, config.head_dim, config.num_attention_heads,
-                          config.num_key_value_heads, config.intermediate_size, config.num_hidden_layers)
-    attn = d * (H + 2 * Hkv) * D + H * D * d + config.qkv_bias * (H + 2 * Hkv) * D + config.o_bias * d
+                          config.num_key_value_heads, config.intermediate_size,
+                          config.num_hidden_layers)
+    attn = (d * (H + 2 * Hkv) * D + H * D * d + config.qkv_bias * (H + 2 * Hkv) * D + config.o_bias
+            * d)
     mlp = 3 * d * I + config.mlp_bias * (2 * I + d)
     norms = 2 * d + config.use_qk_norm * 2 * D
-    return config.vocab_size * d * (1 if config.tie_word_embeddings else 2) + L * (attn + mlp + norms) + d
+    return (config.vocab_size * d * (1 if config.tie_word_embeddings else 2) + L
+            * (attn + mlp + norms) + d)

@@ -25,13 +25,15 @@ import torch
 _logger = logging.getLogger(__name__)
 
 # %% ../nbs/01a_engine_config.ipynb #61807f85
-PLUGIN_PACKAGES = ("mini_infer.layers", "mini_infer.kernels", "mini_infer.models", "mini_infer.quant",
+PLUGIN_PACKAGES = ("mini_infer.layers", "mini_infer.kernels", "mini_infer.models",
+                   "mini_infer.quant",
                    "mini_infer.spec", "mini_infer.distributed")
 _skipped_plugins: dict[str, str] = {}          # module -> why it could not be imported
 
 
 def import_plugins(packages: tuple[str, ...] = PLUGIN_PACKAGES) -> None:
-    "Import every module of `packages` once, so that their registrations run; optional ones may fail."
+    """Import every module of `packages` once, so that their registrations run; optional ones may
+    fail."""
     for name in packages:
         package = importlib.import_module(name)
         for info in pkgutil.iter_modules(package.__path__, name + "."):
@@ -49,14 +51,15 @@ _DECORATE = object()
 
 def _home(obj) -> str | None:
     "The module that defined `obj` (for a kernel set or a model pass, the module of its function)."
-    if not isinstance(obj, type):                  # a class is its own home, whatever methods it inherits
+    if not isinstance(obj, type):            # a class is its own home, whatever methods it inherits
         for attr in ("run", "attention"):
             obj = getattr(obj, attr, obj)
     return getattr(obj, "__module__", None)
 
 
 class Registry(dict):
-    "Name -> implementation, filled by the chapters that write them; `lookup` names the known ones on a miss."
+    """Name -> implementation, filled by the chapters that write them; `lookup` names the known ones
+    on a miss."""
 
     def __init__(self, what: str):
         super().__init__()
@@ -81,11 +84,13 @@ class Registry(dict):
         return sorted(self)
 
     def lookup(self, name: str):
-        "The entry for `name`; ValueError naming the known ones (and skipped plugins) if there is none."
+        """The entry for `name`; ValueError naming the known ones (and skipped plugins) if there is
+        none."""
         if name not in self or _home(self[name]) == "__main__":
             import_plugins()
         if name not in self:
-            skipped = "".join(f"; {m} was not importable ({why})" for m, why in _skipped_plugins.items())
+            skipped = "".join(f"; {m} was not importable ({why})" for m,
+                              why in _skipped_plugins.items())
             known = ", ".join(map(repr, sorted(self))) or "none yet"
             raise ValueError(f"{self.what}={name!r} is not one of {known}{skipped}")
         return self[name]
@@ -93,21 +98,24 @@ class Registry(dict):
 # %% ../nbs/01a_engine_config.ipynb #dde72a7d
 @dataclass(frozen=True)
 class KernelSet:
-    "What `kernels=` picks: the attention backend, its K/V cache write, and whether decode graphs can replay it."
+    """What `kernels=` picks: the attention backend, its K/V cache write, and whether decode graphs
+    can replay it."""
     name: str
-    attention: Callable                      # backend(q, k_cache, v_cache, md, scale, window) -> [T, H, D]
-    store: Callable | None = None            # store(k_cache, v_cache, k, v, slot_mapping); None: chapter 11's
-    cuda_graphs: bool = False                # reads sequence lengths on the device only (chapter 24a)
-    needs_gpu: bool = False                  # its kernels are compiled for CUDA (or Triton's interpreter)
+    attention: Callable            # backend(q, k_cache, v_cache, md, scale, window) -> [T, H, D]
+    store: Callable | None = None  # store(k_cache, v_cache, k, v, slot_mapping); None: chapter 11's
+    cuda_graphs: bool = False      # reads sequence lengths on the device only (chapter 24a)
+    needs_gpu: bool = False        # its kernels are compiled for CUDA (or Triton's interpreter)
 
 
-KERNELS = Registry("kernels")                # chapters 11, 21, 21a: reference, paged, torch, triton
-QUANTIZATIONS = Registry("quantization")     # chapter 40 (int8), 41: name -> quantize(model) -> stats
-KV_CACHE_DTYPES = Registry("kv_cache_dtype")  # "auto" (the model's dtype) here; chapters 42, 43 add theirs
+KERNELS = Registry("kernels")              # chapters 11, 21, 21a: reference, paged, torch, triton
+QUANTIZATIONS = Registry("quantization")   # chapter 40 (int8), 41: name -> quantize(model) -> stats
+# "auto" (the model's dtype) here; chapters 42, 43 add theirs
+KV_CACHE_DTYPES = Registry("kv_cache_dtype")
 MODEL_PASSES = Registry("model pass")        # chapters 10, 10a, 11, 16, 40a: see `register_pass`
 SPECULATIVE_METHODS = Registry("speculative method")   # chapter 50: method name -> proposer class
-ENGINES = Registry("engine")                 # `EngineConfig.engine_name` -> engine class: chapters 25, 50
-EXECUTORS = Registry("distributed_executor_backend")   # chapter 60: name -> start(config) -> model on rank 0
+ENGINES = Registry("engine")           # `EngineConfig.engine_name` -> engine class: chapters 25, 50
+# chapter 60: name -> start(config) -> model on rank 0
+EXECUTORS = Registry("distributed_executor_backend")
 KV_CACHE_DTYPES.register("auto", None)
 
 # %% ../nbs/01a_engine_config.ipynb #90515d44
@@ -117,11 +125,12 @@ class ModelPass:
     name: str
     order: int                                       # smaller runs first
     applies: Callable[["EngineConfig"], bool]
-    run: Callable                                    # run(model, config) -> stats (a number or a dict)
+    run: Callable                                 # run(model, config) -> stats (a number or a dict)
 
 
 def register_pass(name: str, order: int, applies: Callable[["EngineConfig"], bool]):
-    "Decorator: register `fn(model, config)` as the model pass `name` [vLLM's and SGLang's compilation passes]."
+    """Decorator: register `fn(model, config)` as the model pass `name` [vLLM's and SGLang's
+    compilation passes]."""
     def deco(fn):
         MODEL_PASSES.register(name, ModelPass(name, order, applies, fn))
         return fn
@@ -149,9 +158,11 @@ def resolve_device(device) -> torch.device:
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device={device!r} is not supported (supported: 'cpu', 'cuda')")
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} asked for, but no CUDA device is available (torch {torch.__version__})")
+        raise ValueError(f"device={device!r} asked for, but no CUDA device is available (torch "
+                         f"{torch.__version__})")
     if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
-        raise ValueError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        raise ValueError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA "
+                         "device(s)")
     return dev
 
 # %% ../nbs/01a_engine_config.ipynb #20c201d6
@@ -171,38 +182,59 @@ def option(default, help: str, **metadata):
 
 @dataclass
 class EngineConfig:
-    "Every option of the engine, once: `LLM(model, **options)`, `LLMEngine`, the CLI and the server read it."
-    model: str | os.PathLike | None = option(None, "checkpoint directory or .gguf file (default: bundled SmolLM2)",
+    """Every option of the engine, once: `LLM(model, **options)`, `LLMEngine`, the CLI and the
+    server read it."""
+    model: str | os.PathLike | None = option(None,
+                                             "checkpoint directory or .gguf file (default: bundled "
+                                             "SmolLM2)",
                                              type=str)
     dtype: str = option("float32", "weights, activations and KV cache dtype", choices=tuple(DTYPES))
     device: str = option("cpu", "cpu or cuda[:i]")
     block_size: int = option(16, "tokens per KV cache block")
-    num_kv_blocks: int | None = option(None, "KV blocks of the pool (default: the memory rule, chapter 20)",
+    num_kv_blocks: int | None = option(None,
+                                       "KV blocks of the pool (default: the memory rule, chapter "
+                                       "20)",
                                        type=int)
     max_num_seqs: int = option(256, "sequences in one step at most")
-    max_num_batched_tokens: int = option(2048, "tokens in one step at most (chunked prefill, chapter 22)")
+    max_num_batched_tokens: int = option(2048,
+                                         "tokens in one step at most (chunked prefill, chapter 22)")
     max_model_len: int | None = option(None, "context length (default: the model's)", type=int)
-    enable_prefix_caching: bool = option(True, "reuse cached blocks of shared prefixes (chapter 23)",
+    enable_prefix_caching: bool = option(True,
+                                         "reuse cached blocks of shared prefixes (chapter 23)",
                                          cli_names=("--enable-prefix-caching", "--prefix-caching"))
-    kv_cache_dtype: str = option("auto", "KV cache dtype (auto: the model's dtype)", registry=KV_CACHE_DTYPES)
-    quantization: str | None = option(None, "weight quantization method", registry=QUANTIZATIONS, type=str)
+    kv_cache_dtype: str = option("auto", "KV cache dtype (auto: the model's dtype)",
+                                 registry=KV_CACHE_DTYPES)
+    quantization: str | None = option(None, "weight quantization method", registry=QUANTIZATIONS,
+                                      type=str)
     kernels: str = option("auto", "auto, or a kernel set: triton (GPU), paged (CPU), torch "
                           "(transformers' own calls, bit-exact), reference", registry=KERNELS)
     enforce_eager: bool = option(False, "no CUDA graphs on a GPU")
-    batch_invariant: bool = option(False, "a sequence's results do not depend on its batch (chapter 25)")
+    batch_invariant: bool = option(False,
+                                   "a sequence's results do not depend on its batch (chapter 25)")
     gpu_memory_utilization: float = option(0.9, "share of free GPU memory for the KV cache")
     load_format: str = option("auto", "auto, or dummy: random weights of the checkpoint's shapes",
                               choices=("auto", "dummy"))
-    speculative_config: dict | None = option(None, "speculative decoding, as JSON: {\"method\": \"ngram\" | "
-                                             "\"layer_skip\" | \"draft_model\", \"num_speculative_tokens\": K, "
+    speculative_config: dict | None = option(None,
+                                             "speculative decoding, as JSON: {\"method\": "
+                                             "\"ngram\" | "
+                                             "\"layer_skip\" | \"draft_model\", "
+                                             "\"num_speculative_tokens\": K, "
                                              "...} (chapter 50)", type=json.loads)
-    tensor_parallel_size: int = option(1, "ranks (GPUs, or CPU processes) to shard the model over (chapter 60)")
-    enable_expert_parallel: bool = option(False, "partition MoE experts over the tensor-parallel ranks (60)")
+    tensor_parallel_size: int = option(1,
+                                       "ranks (GPUs, or CPU processes) to shard the model over "
+                                       "(chapter 60)")
+    enable_expert_parallel: bool = option(False,
+                                          "partition MoE experts over the tensor-parallel ranks "
+                                          "(60)")
     distributed_executor_backend: str | None = option(
-        None, "how the ranks start: mp (worker processes; the default when tensor_parallel_size > 1) or env "
+        None,
+        "how the ranks start: mp (worker processes; the default when tensor_parallel_size > 1) or "
+        "env "
         "(started by torchrun)", registry=EXECUTORS, type=str)
     seed: int = option(0, "the engine's sampling seed (requests without a seed draw from it)")
-    inject_faults: bool = option(False, "TESTING ONLY: fail requests whose prompt has a [[fault:...]] marker "
+    inject_faults: bool = option(False,
+                                 "TESTING ONLY: fail requests whose prompt has a [[fault:...]] "
+                                 "marker "
                                  "(chapter 24b)")
 
     def __post_init__(self):
@@ -229,7 +261,8 @@ class EngineConfig:
 
     @property
     def executor(self) -> str | None:
-        "The executor that starts the ranks (chapter 60): None runs the model in this process alone."
+        """The executor that starts the ranks (chapter 60): None runs the model in this process
+        alone."""
         if self.distributed_executor_backend is None and self.tensor_parallel_size > 1:
             return "mp"
         return self.distributed_executor_backend
@@ -241,14 +274,17 @@ class EngineConfig:
 
     @property
     def use_cuda_graphs(self) -> bool:
-        "Decode steps replay CUDA graphs: CUDA, a graph-capable kernel set, not eager, not batch-invariant."
-        return (self.torch_device.type == "cuda" and KERNELS.lookup(self.resolved_kernels).cuda_graphs
+        """Decode steps replay CUDA graphs: CUDA, a graph-capable kernel set, not eager, not
+        batch-invariant."""
+        return (self.torch_device.type == "cuda"
+                and KERNELS.lookup(self.resolved_kernels).cuda_graphs
                 and not self.enforce_eager and not self.batch_invariant)
 
 # %% ../nbs/01a_engine_config.ipynb #32f08fb4
 def check_fields(c: EngineConfig) -> None:
     "Raise ValueError naming the first invalid field of `c`."
-    check_option("model", c.model, c.model is None or isinstance(c.model, (str, os.PathLike)), "None or a path")
+    check_option("model", c.model, c.model is None or isinstance(c.model, (str, os.PathLike)),
+                 "None or a path")
     resolve_dtype(c.dtype), resolve_device(c.device)
     for name in ("block_size", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"):
         check_option(name, getattr(c, name), _is_int(getattr(c, name)) and getattr(c, name) >= 1,
@@ -256,19 +292,24 @@ def check_fields(c: EngineConfig) -> None:
     for name in ("num_kv_blocks", "max_model_len"):
         v = getattr(c, name)
         check_option(name, v, v is None or (_is_int(v) and v >= 1), "None or a positive integer")
-    check_option("max_num_batched_tokens", c.max_num_batched_tokens, c.max_num_batched_tokens >= c.block_size,
+    check_option("max_num_batched_tokens", c.max_num_batched_tokens,
+                 c.max_num_batched_tokens >= c.block_size,
                  f"at least block_size={c.block_size}")
     for name in ("enable_prefix_caching", "enforce_eager", "batch_invariant", "inject_faults",
                  "enable_expert_parallel"):
         check_option(name, getattr(c, name), isinstance(getattr(c, name), bool), "True or False")
     u = c.gpu_memory_utilization
-    check_option("gpu_memory_utilization", u, isinstance(u, numbers.Real) and 0 < u <= 1, "in (0, 1]")
-    check_option("load_format", c.load_format, c.load_format in ("auto", "dummy"), "'auto' or 'dummy'")
-    check_option("seed", c.seed, _is_int(c.seed) and 0 <= c.seed < 2**63, "an integer in [0, 2**63)")
+    check_option("gpu_memory_utilization", u, isinstance(u, numbers.Real) and 0 < u <= 1,
+                 "in (0, 1]")
+    check_option("load_format", c.load_format, c.load_format in ("auto", "dummy"),
+                 "'auto' or 'dummy'")
+    check_option("seed", c.seed, _is_int(c.seed) and 0 <= c.seed < 2**63,
+                 "an integer in [0, 2**63)")
 
 # %% ../nbs/01a_engine_config.ipynb #2444f01e
 def check_registered(c: EngineConfig) -> None:
-    "Raise ValueError for a kernels/quantization/KV dtype value no chapter registered, or one this device lacks."
+    """Raise ValueError for a kernels/quantization/KV dtype value no chapter registered, or one this
+    device lacks."""
     KV_CACHE_DTYPES.lookup(c.kv_cache_dtype)
     if c.quantization is not None:
         QUANTIZATIONS.lookup(c.quantization)
@@ -276,10 +317,11 @@ def check_registered(c: EngineConfig) -> None:
         kset = KERNELS.lookup(c.kernels)
         interpreted = os.environ.get("TRITON_INTERPRET") == "1"
         if kset.needs_gpu and c.torch_device.type != "cuda" and not interpreted:
-            raise ValueError(f"kernels={c.kernels!r} needs a CUDA device (or TRITON_INTERPRET=1, Triton's "
+            raise ValueError(f"kernels={c.kernels!r} needs a CUDA device (or TRITON_INTERPRET=1, "
+                             "Triton's "
                              "interpreter, on the CPU)")
     sc = c.speculative_config
-    if sc is not None:                                    # the method checks its own keys (chapter 50)
+    if sc is not None:                                 # the method checks its own keys (chapter 50)
         check_option("speculative_config", sc, isinstance(sc, dict) and "method" in sc,
                      "None or a dict with a 'method' key")
         SPECULATIVE_METHODS.lookup(sc["method"]).check_config(sc)

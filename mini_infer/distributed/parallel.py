@@ -46,12 +46,13 @@ logger = logging.getLogger("mini_infer.distributed")
 
 # %% ../../nbs/60_tensor_parallel.ipynb #38916f4f
 class ProcessGroupComm:
-    "This rank's tensor-parallel group: all-reduce/all-gather for the layers, broadcasts for rank 0's messages."
+    """This rank's tensor-parallel group: all-reduce/all-gather for the layers, broadcasts for rank
+    0's messages."""
 
     def __init__(self, device: torch.device, control_timeout_s: float = 7 * 24 * 3600):
         self.rank, self.world_size, self.device = dist.get_rank(), dist.get_world_size(), device
         self.control = dist.new_group(backend="gloo", timeout=timedelta(seconds=control_timeout_s))
-        self.num_bytes = 0                                   # payload bytes of the layers' collectives
+        self.num_bytes = 0                                # payload bytes of the layers' collectives
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
         "The element-wise sum of `x` over all ranks [shoeybi2019megatron, Sec. 3]."
@@ -69,7 +70,8 @@ class ProcessGroupComm:
         return torch.cat(parts, dim=dim)
 
     def broadcast(self, x: torch.Tensor) -> torch.Tensor:
-        "Rank 0's `x` on every rank (in place; the model's group, so device tensors stay on the device)."
+        """Rank 0's `x` on every rank (in place; the model's group, so device tensors stay on the
+        device)."""
         dist.broadcast(x, src=0)
         return x
 
@@ -111,7 +113,8 @@ def unpack_message(msg: torch.Tensor) -> tuple[int, list[int], list[torch.Tensor
 # %% ../../nbs/60_tensor_parallel.ipynb #b2223b1c
 def forward_message(input_ids: torch.Tensor, positions: torch.Tensor, md: AttentionMetadata,
                     group_names: list[str]) -> torch.Tensor:
-    "The OP_FORWARD message of one packed forward: ids, positions, and each stream group's metadata."
+    """The OP_FORWARD message of one packed forward: ids, positions, and each stream group's
+    metadata."""
     views = [md.view(g) for g in group_names] if md.groups else [md]
     main = next(i for i, v in enumerate(views) if v is md)
     tensors = [input_ids, positions]
@@ -120,14 +123,16 @@ def forward_message(input_ids: torch.Tensor, positions: torch.Tensor, md: Attent
     return pack_message(OP_FORWARD, [md.block_size, main], tensors)
 
 
-def read_forward(ints: list[int], tensors: list[torch.Tensor], group_names: list[str], device) -> tuple:
+def read_forward(ints: list[int], tensors: list[torch.Tensor], group_names: list[str],
+                 device) -> tuple:
     "(input_ids, positions, AttentionMetadata) from an OP_FORWARD message, on `device`."
     block_size, main = ints
     i32 = dict(dtype=torch.int32, device=device)
     views = []
     for k in range(2, len(tensors), 4):
         cu, seq_lens, slots, tables = tensors[k:k + 4]
-        views.append(AttentionMetadata(cu.to(**i32), seq_lens.to(**i32), slots.to(device), tables.to(**i32),
+        views.append(AttentionMetadata(cu.to(**i32), seq_lens.to(**i32), slots.to(device),
+                                       tables.to(**i32),
                                        block_size, cu.tolist(), seq_lens.tolist()))
     md = views[main]
     if len(views) > 1:
@@ -136,32 +141,37 @@ def read_forward(ints: list[int], tensors: list[torch.Tensor], group_names: list
 
 # %% ../../nbs/60_tensor_parallel.ipynb #6cc5b0fe
 class LocalExpertLinear(ExpertLinear):
-    "Experts first..first+n of a stacked projection, whole (not split): loads their tensors, skips the others'."
+    """Experts first..first+n of a stacked projection, whole (not split): loads their tensors, skips
+    the others'."""
 
-    def __init__(self, num_experts: int, in_features: int, out_features: int, tp_dim: int, first_expert: int,
+    def __init__(self, num_experts: int, in_features: int, out_features: int, tp_dim: int,
+                 first_expert: int,
                  num_local_experts: int):
         super().__init__(num_local_experts, in_features, out_features, tp_dim)
         self.first_expert, self.num_global_experts = first_expert, num_experts
 
-    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, expert_id: int | None = None) -> None:
-        if expert_id is None:                                             # the whole stack [E, out, in]
+    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, expert_id: int
+                      | None = None) -> None:
+        if expert_id is None:                                         # the whole stack [E, out, in]
             local = loaded_weight[self.first_expert:self.first_expert + self.num_experts]
             return super().weight_loader(param, local)
         if not 0 <= expert_id < self.num_global_experts:
-            raise ValueError(f"expert id {expert_id} is out of range for {self.num_global_experts} experts")
+            raise ValueError(f"expert id {expert_id} is out of range for {self.num_global_experts} "
+                             "experts")
         if 0 <= expert_id - self.first_expert < self.num_experts:
             super().weight_loader(param, loaded_weight, expert_id - self.first_expert)
 
 # %% ../../nbs/60_tensor_parallel.ipynb #7db701ea
 class ExpertParallelExperts(Experts):
-    "This rank's whole experts; pairs routed to other ranks are skipped, the MoE block's all-reduce combines."
+    """This rank's whole experts; pairs routed to other ranks are skipped, the MoE block's
+    all-reduce combines."""
 
     def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int, hidden_act: str,
                  proj_names: tuple[str, str, str], ep_rank: int, ep_size: int):
         nn.Module.__init__(self)
         n = divide(num_experts, ep_size, "num_experts")
         self.num_experts, self.proj_names, self.first_expert = n, tuple(proj_names), ep_rank * n
-        self.tp_size = ep_size                                  # > 1: SparseMoeBlock all-reduces the partial sums
+        self.tp_size = ep_size                    # > 1: SparseMoeBlock all-reduces the partial sums
         gate, up, down = self.proj_names
         local = dict(first_expert=self.first_expert, num_local_experts=n)
         self.stacked = nn.ModuleDict({
@@ -170,13 +180,16 @@ class ExpertParallelExperts(Experts):
             down: LocalExpertLinear(num_experts, intermediate_size, hidden_size, 1, **local)})
         self.act_fn = get_act_fn(hidden_act)
 
-    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
-        "hidden [T, d] -> this rank's sum over its experts' pairs [T, d] (chapter 30's loop on a subset)."
+    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor,
+                topk_ids: torch.Tensor) -> torch.Tensor:
+        """hidden [T, d] -> this rank's sum over its experts' pairs [T, d] (chapter 30's loop on a
+        subset)."""
         T = hidden.shape[0]
         w_gate, w_up, w_down = (self.stacked[name].weight for name in self.proj_names)
-        flat = topk_ids.t().reshape(-1) - self.first_expert                     # [K*T] local ids, pair k*T + t
-        pairs = torch.nonzero((flat >= 0) & (flat < self.num_experts)).squeeze(1)   # this rank's pairs
-        order = pairs[torch.argsort(flat[pairs], stable=True)]                 # grouped by expert, stable
+        flat = topk_ids.t().reshape(-1) - self.first_expert          # [K*T] local ids, pair k*T + t
+        # this rank's pairs
+        pairs = torch.nonzero((flat >= 0) & (flat < self.num_experts)).squeeze(1)
+        order = pairs[torch.argsort(flat[pairs], stable=True)]           # grouped by expert, stable
         counts = torch.bincount(flat[pairs], minlength=self.num_experts).tolist()
         token_ids = order % T
         x, gates = hidden[token_ids], topk_weights.t().reshape(-1)[order]      # [n, d], [n]
@@ -184,46 +197,54 @@ class ExpertParallelExperts(Experts):
         for e, n in enumerate(counts):
             if n:
                 rows = slice(start, start + n)
-                y = F.linear(self.act_fn(F.linear(x[rows], w_gate[e])) * F.linear(x[rows], w_up[e]), w_down[e])
+                y = F.linear(self.act_fn(F.linear(x[rows], w_gate[e])) * F.linear(x[rows], w_up[e]),
+                             w_down[e])
                 out[token_ids[rows]] += (y * gates[rows, None]).to(out.dtype)
             start += n
         return out
 
 # %% ../../nbs/60_tensor_parallel.ipynb #639251ad
 def shard_experts_(model: nn.Module, config: ModelConfig, ep_rank: int, ep_size: int) -> int:
-    "Give every MoE block of `model` this rank's whole experts (expert parallelism); returns how many blocks."
+    """Give every MoE block of `model` this rank's whole experts (expert parallelism); returns how
+    many blocks."""
     blocks = [m for m in model.modules() if isinstance(m, SparseMoeBlock)]
     for block in blocks:
         old = block.experts
         w_gate = old.stacked[old.proj_names[0]].weight                          # [E, I / tp, d]
         intermediate, hidden = w_gate.shape[1] * old.tp_size, w_gate.shape[2]
-        block.experts = ExpertParallelExperts(old.num_experts, hidden, intermediate, config.hidden_act,
+        block.experts = ExpertParallelExperts(old.num_experts, hidden, intermediate,
+                                              config.hidden_act,
                                               old.proj_names, ep_rank, ep_size)
     return len(blocks)
 
 # %% ../../nbs/60_tensor_parallel.ipynb #6a47d672
-def dummy_checkpoint(model_class: type, config: ModelConfig, std: float = 0.02, device="cpu", seed: int = 0):
-    "(name, tensor) pairs of random full-size weights, one generator per name: the same for every tp_size."
+def dummy_checkpoint(model_class: type, config: ModelConfig, std: float = 0.02, device="cpu",
+                     seed: int = 0):
+    """(name, tensor) pairs of random full-size weights, one generator per name: the same for every
+    tp_size."""
     with torch.device("meta"):
         full = model_class(config)                                  # shapes only, no memory
     for name, p in full.named_parameters():
         g = torch.Generator(device=device).manual_seed(seed + zlib.crc32(name.encode()))
         if p.dim() >= 2:
             yield name, torch.empty(p.shape, device=device).normal_(0.0, std, generator=g)
-        else:                                                       # biases 0, norm weights 1 (chapter 16)
-            yield name, (torch.zeros if name.endswith("bias") else torch.ones)(p.shape, device=device)
+        else:                                                # biases 0, norm weights 1 (chapter 16)
+            (yield name,
+             (torch.zeros if name.endswith("bias") else torch.ones)(p.shape, device=device))
 
 # %% ../../nbs/60_tensor_parallel.ipynb #3ee9818b
 @torch.no_grad()
 def load_rank_model(c: EngineConfig, rank: int, world_size: int, group, device) -> tuple:
-    "(ModelConfig, this rank's shard of the model, Tokenizer or None): chapter 16's `load_model`, sharded."
+    """(ModelConfig, this rank's shard of the model, Tokenizer or None): chapter 16's `load_model`,
+    sharded."""
     path = bundled_model_path() if c.model is None else Path(c.model)
     is_gguf = path.is_file() and path.suffix == ".gguf"
     if not (is_gguf or path.is_dir()):
         raise ValueError(f"{path} is neither a checkpoint directory nor a .gguf file")
     config = ModelConfig.from_gguf(path) if is_gguf else ModelConfig.from_json(path)
     has_tokenizer = is_gguf or (path / "tokenizer.json").exists()
-    tokenizer = (Tokenizer.from_gguf(path) if is_gguf else Tokenizer.from_dir(path)) if has_tokenizer else None
+    tokenizer = ((Tokenizer.from_gguf(path) if is_gguf else Tokenizer.from_dir(path))
+                 if has_tokenizer else None)
     cls = get_model_class(config.architecture)
     net = cls(config, rank, world_size, group)
     if c.enable_expert_parallel and shard_experts_(net, config, rank, world_size) == 0:
@@ -237,9 +258,11 @@ def load_rank_model(c: EngineConfig, rank: int, world_size: int, group, device) 
 
 # %% ../../nbs/60_tensor_parallel.ipynb #ff1fa8b6
 class TensorParallelDriver(nn.Module):
-    "Rank 0's model: each call is broadcast to the worker ranks, which make it on their shards [shoeybi2019megatron]."
+    """Rank 0's model: each call is broadcast to the worker ranks, which make it on their shards
+    [shoeybi2019megatron]."""
 
-    supports_cuda_graphs = False              # a broadcast per call: the decode graphs of chapter 24a do not fit
+    # a broadcast per call: the decode graphs of chapter 24a do not fit
+    supports_cuda_graphs = False
 
     def __init__(self, model: nn.Module, comm: ProcessGroupComm, procs: list | None = None):
         super().__init__()
@@ -251,7 +274,8 @@ class TensorParallelDriver(nn.Module):
         self._lock = threading.Lock()
         atexit.register(self.shutdown)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, md: AttentionMetadata) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                md: AttentionMetadata) -> torch.Tensor:
         return self._call(self._forward, input_ids, positions, md)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -277,14 +301,16 @@ class TensorParallelDriver(nn.Module):
 # %% ../../nbs/60_tensor_parallel.ipynb #e0f38c82
 @patch
 def _call(self: TensorParallelDriver, fn, *args):
-    "Run `fn` on rank 0 after its broadcast; any failure ends the workers and the engine (EngineDeadError)."
+    """Run `fn` on rank 0 after its broadcast; any failure ends the workers and the engine
+    (EngineDeadError)."""
     if self.error is not None:
         raise EngineDeadError(self.error)
     with self._lock:
         try:
             return fn(*args)
         except Exception as e:
-            self.error = f"a tensor-parallel rank failed{worker_status(self.procs)}: {type(e).__name__}: {e}"
+            self.error = (f"a tensor-parallel rank failed{worker_status(self.procs)}: "
+                          f"{type(e).__name__}: {e}")
             logger.critical("%s; the engine stops", self.error)
             self.shutdown(graceful=False)
             raise EngineDeadError(self.error) from e
@@ -292,7 +318,8 @@ def _call(self: TensorParallelDriver, fn, *args):
 
 @patch
 def shutdown(self: TensorParallelDriver, graceful: bool = True) -> None:
-    "Stop the workers (a stop message, or a kill after a failure), wait for them, leave the process group."
+    """Stop the workers (a stop message, or a kill after a failure), wait for them, leave the
+    process group."""
     if self.is_stopped:
         return
     self.is_stopped = True
@@ -313,13 +340,15 @@ def shutdown(self: TensorParallelDriver, graceful: bool = True) -> None:
 
 def worker_status(procs: list) -> str:
     "' (rank 1 exited with code -9, ...)' for the worker processes that have exited, else ''."
-    time.sleep(0.2 if procs else 0)                       # a dying worker's exit code arrives a moment later
-    gone = [f"rank {i + 1} exited with code {p.poll()}" for i, p in enumerate(procs) if p.poll() is not None]
+    time.sleep(0.2 if procs else 0)              # a dying worker's exit code arrives a moment later
+    gone = [f"rank {i + 1} exited with code {p.poll()}" for i, p in enumerate(procs)
+            if p.poll() is not None]
     return f" ({', '.join(gone)})" if gone else ""
 
 # %% ../../nbs/60_tensor_parallel.ipynb #30d691aa
 def bind_message(model: nn.Module, group_names: list[str], block_size: int) -> torch.Tensor:
-    "The OP_BIND message: block size and the rows of each stream group, read from rank 0's bound cache."
+    """The OP_BIND message: block size and the rows of each stream group, read from rank 0's bound
+    cache."""
     rows = {}
     for layer in model.modules():
         for name, spec in (layer.kv_streams().items() if hasattr(layer, "kv_streams") else ()):
@@ -330,7 +359,8 @@ def bind_message(model: nn.Module, group_names: list[str], block_size: int) -> t
 # %% ../../nbs/60_tensor_parallel.ipynb #f9b1cbe3
 @torch.no_grad()
 def serve_driver(model: nn.Module, comm: ProcessGroupComm, dtype: torch.dtype) -> int:
-    "A worker's loop: make rank 0's calls on this shard until OP_STOP; returns the number of forwards."
+    """A worker's loop: make rank 0's calls on this shard until OP_STOP; returns the number of
+    forwards."""
     group_names, num_forwards = list(kv_stream_groups(model, dtype)) or ["full"], 0
     while True:
         n = torch.empty(1, dtype=torch.int64)
@@ -353,7 +383,8 @@ def serve_driver(model: nn.Module, comm: ProcessGroupComm, dtype: torch.dtype) -
 
 # %% ../../nbs/60_tensor_parallel.ipynb #4c826456
 def init_rank(c: EngineConfig, timeout_s: float | None = None) -> ProcessGroupComm:
-    "Join the process group the environment describes (torchrun's variables); this rank's communicator."
+    """Join the process group the environment describes (torchrun's variables); this rank's
+    communicator."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size != c.tensor_parallel_size:
         raise ValueError(f"tensor_parallel_size={c.tensor_parallel_size}, but the launcher started "
@@ -362,16 +393,19 @@ def init_rank(c: EngineConfig, timeout_s: float | None = None) -> ProcessGroupCo
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
-    timeout = timedelta(seconds=timeout_s or float(os.environ.get("MINI_INFER_DIST_TIMEOUT", "300")))
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://", timeout=timeout)
+    timeout = timedelta(seconds=timeout_s
+                        or float(os.environ.get("MINI_INFER_DIST_TIMEOUT", "300")))
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://",
+                            timeout=timeout)
     return ProcessGroupComm(device)
 
 # %% ../../nbs/60_tensor_parallel.ipynb #1e682fee
 def start_driver(c: EngineConfig, comm: ProcessGroupComm, procs: list) -> tuple:
-    "Rank 0: (ModelConfig, TensorParallelDriver, Tokenizer, passes) once every rank has loaded its shard."
+    """Rank 0: (ModelConfig, TensorParallelDriver, Tokenizer, passes) once every rank has loaded its
+    shard."""
     config, model, tokenizer = load_rank_model(c, comm.rank, comm.world_size, comm, comm.device)
     passes = prepare_model(model, c)
-    comm.barrier()                                          # every worker loaded (or died: an error here)
+    comm.barrier()                                    # every worker loaded (or died: an error here)
     return config, TensorParallelDriver(model, comm, procs), tokenizer, passes
 
 
@@ -395,8 +429,10 @@ WORKER_COMMAND = "from mini_infer.distributed.parallel import worker_main; worke
 
 
 def spawn_workers(c: EngineConfig, port: int) -> list[subprocess.Popen]:
-    "Start ranks 1..N-1 of `c` on this machine (torchrun's environment variables, the options as JSON)."
-    options = json.dumps({k: (str(v) if isinstance(v, os.PathLike) else v) for k, v in asdict(c).items()})
+    """Start ranks 1..N-1 of `c` on this machine (torchrun's environment variables, the options as
+    JSON)."""
+    options = json.dumps({k: (str(v) if isinstance(v, os.PathLike) else v) for k,
+                          v in asdict(c).items()})
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
            "WORLD_SIZE": str(c.tensor_parallel_size), "MINI_INFER_ENGINE_CONFIG": options,
            "MINI_INFER_THREADS": os.environ.get("MINI_INFER_THREADS", str(torch.get_num_threads()))}
@@ -451,8 +487,10 @@ def watch_while(procs: list, fn):
         t.join(0.1)
         dead = [(i + 1, p.poll()) for i, p in enumerate(procs) if p.poll() is not None]
         if dead and t.is_alive():
-            raise RuntimeError("tensor-parallel worker " + ", ".join(f"rank {r} exited with code {rc}"
-                                                                     for r, rc in dead) + " while starting")
+            raise RuntimeError("tensor-parallel worker "
+                               + ", ".join(f"rank {r} exited with code {rc}"
+                                                                     for r, rc in dead)
+                                                                     + " while starting")
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -460,7 +498,8 @@ def watch_while(procs: list, fn):
 # %% ../../nbs/60_tensor_parallel.ipynb #72ea8922
 @EXECUTORS.register("env")
 def start_env(c: EngineConfig) -> tuple:
-    "Executor `env`: ranks started by torchrun; rank 0 returns the driver, the others serve it, then exit."
+    """Executor `env`: ranks started by torchrun; rank 0 returns the driver, the others serve it,
+    then exit."""
     comm = init_rank(c)
     if comm.rank == 0:
         return start_driver(c, comm, [])
@@ -469,7 +508,8 @@ def start_env(c: EngineConfig) -> tuple:
 
 
 def worker_main() -> None:
-    "The entry point of an `mp` worker process: options from MINI_INFER_ENGINE_CONFIG, rank from RANK."
+    """The entry point of an `mp` worker process: options from MINI_INFER_ENGINE_CONFIG, rank from
+    RANK."""
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(int(os.environ.get("MINI_INFER_THREADS", "1")))
     c = EngineConfig(**json.loads(os.environ["MINI_INFER_ENGINE_CONFIG"]))
@@ -477,4 +517,4 @@ def worker_main() -> None:
         run_worker(c, init_rank(c))
     except Exception:
         logger.exception("tensor-parallel worker rank %s failed", os.environ.get("RANK"))
-        os._exit(1)                                     # sockets close: rank 0's collective fails at once
+        os._exit(1)                               # sockets close: rank 0's collective fails at once

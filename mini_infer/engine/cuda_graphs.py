@@ -22,15 +22,18 @@ from ..layers.attention import AttentionMetadata, token_slot
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #f831917d
 def decode_batch_sizes(max_batch: int) -> list[int]:
-    "The ladder of captured batch sizes: 1, 2, 4, 8, then every 16 up to `max_batch` (which is always included)."
+    """The ladder of captured batch sizes: 1, 2, 4, 8, then every 16 up to `max_batch` (which is
+    always included)."""
     if max_batch < 1:
         raise ValueError(f"max_batch must be at least 1, got {max_batch}")
-    return sorted({b for b in (1, 2, 4, 8) if b < max_batch} | set(range(16, max_batch, 16)) | {max_batch})
+    return sorted({b for b in (1, 2, 4, 8) if b < max_batch} | set(range(16, max_batch, 16))
+                  | {max_batch})
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #20d81ddf
 @dataclass
 class DecodeBuffers:
-    "The fixed-address inputs of a captured decode step, at the largest batch size, and their host mirrors."
+    """The fixed-address inputs of a captured decode step, at the largest batch size, and their host
+    mirrors."""
     input_ids: torch.Tensor        # [B] int64, row 0 of `packed`
     positions: torch.Tensor        # [B] int64, row 1 of `packed`
     slot_mapping: torch.Tensor     # [B] int64, row 2 of `packed`
@@ -47,66 +50,83 @@ class DecodeBuffers:
         i64, i32 = dict(dtype=torch.int64, device=device), dict(dtype=torch.int32, device=device)
         pin = torch.device(device).type == "cuda"
         packed = torch.zeros(3, max_batch, **i64)
-        return cls(packed[0], packed[1], packed[2], torch.ones(max_batch, **i32), torch.arange(max_batch + 1, **i32),
+        return cls(packed[0], packed[1], packed[2], torch.ones(max_batch, **i32),
+                   torch.arange(max_batch + 1, **i32),
                    torch.zeros(max_batch, max_blocks, **i32), packed,
                    torch.zeros(3, max_batch, dtype=torch.int64, pin_memory=pin),
                    torch.ones(max_batch, dtype=torch.int32, pin_memory=pin),
                    torch.zeros(max_batch, max_blocks, dtype=torch.int32, pin_memory=pin))
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #77e1eced
-def fill_decode_buffers(buf: DecodeBuffers, seqs: list[Sequence], size: int, block_size: int, pad_block: int,
+def fill_decode_buffers(buf: DecodeBuffers, seqs: list[Sequence], size: int, block_size: int,
+                        pad_block: int,
                         group: str = "full") -> None:
-    "Copy one decode step of `seqs` (their `group` tables) into rows [0, B) of `buf`, padding into [B, size)."
+    """Copy one decode step of `seqs` (their `group` tables) into rows [0, B) of `buf`, padding into
+    [B, size)."""
     p, b = block_size, len(seqs)
     ids, pos, slots, tabs = [], [], [], [seq.block_tables[group] for seq in seqs]
     for seq, table in zip(seqs, tabs):
         c = seq.num_computed_tokens                                  # the new token's position
         ids.append(seq.token_ids[c]); pos.append(c)
         slots.append(token_slot(table, c, p))
-    host, lens_h = buf.host_packed.numpy(), buf.host_seq_lens.numpy()   # views of the (pinned) mirrors
+    # views of the (pinned) mirrors
+    host, lens_h = buf.host_packed.numpy(), buf.host_seq_lens.numpy()
     host[:, :b] = ids, pos, slots
-    host[:, b:size] = [[0], [0], [pad_block * p]]                    # padded rows: token 0 at the pad block
+    host[:, b:size] = [[0], [0], [pad_block * p]]            # padded rows: token 0 at the pad block
     lens_h[:b] = host[1, :b] + 1
     lens_h[b:size] = 1
     lens = np.array([len(t) for t in tabs])                                                  # [B]
     flat = np.fromiter(itertools.chain.from_iterable(tabs), np.int32, int(lens.sum()))
     width = int(lens.max())
-    tables = buf.host_block_tables.numpy()[:size, :width]                                    # [size, width] view
+    tables = buf.host_block_tables.numpy()[:size, :width]                       # [size, width] view
     tables[:] = pad_block
-    tables[:b][np.arange(width) < lens[:, None]] = flat              # numpy: torch.tensor(list) is 3x slower
-    buf.packed.copy_(buf.host_packed, non_blocking=True)             # whole: 24 bytes a row, and contiguous
+    tables[:b][np.arange(width) < lens[:, None]] = flat     # numpy: torch.tensor(list) is 3x slower
+    buf.packed.copy_(buf.host_packed, non_blocking=True)    # whole: 24 bytes a row, and contiguous
     buf.seq_lens[:size].copy_(buf.host_seq_lens[:size], non_blocking=True)
-    buf.block_tables[:size].copy_(buf.host_block_tables[:size], non_blocking=True)   # whole rows: contiguous
+    # whole rows: contiguous
+    buf.block_tables[:size].copy_(buf.host_block_tables[:size], non_blocking=True)
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #4393a072
-def decode_metadata(buf: DecodeBuffers, size: int, block_size: int, max_model_len: int) -> AttentionMetadata:
+def decode_metadata(buf: DecodeBuffers, size: int, block_size: int,
+                    max_model_len: int) -> AttentionMetadata:
     "Attention metadata of a `size`-row decode step that reads only `buf` on the device."
-    md = AttentionMetadata(buf.cu_seqlens_q[: size + 1], buf.seq_lens[:size], buf.slot_mapping[:size],
-                           buf.block_tables[:size], block_size, list(range(size + 1)), [max_model_len] * size)
+    md = AttentionMetadata(buf.cu_seqlens_q[: size + 1], buf.seq_lens[:size],
+                           buf.slot_mapping[:size],
+                           buf.block_tables[:size], block_size, list(range(size + 1)),
+                           [max_model_len] * size)
     md.scratch["max_decode_keys"] = max_model_len
     return md
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #ebaaae71
 class CUDAGraphModelRunner(ModelRunner):
-    "A ModelRunner that replays pure decode steps from CUDA graphs captured at a ladder of batch sizes."
+    """A ModelRunner that replays pure decode steps from CUDA graphs captured at a ladder of batch
+    sizes."""
 
-    def __init__(self, model, num_blocks: int | dict[str, int], block_size: int, dtype: torch.dtype, device,
-                 sampler: Sampler, max_batch: int = 256, max_model_len: int = 4096, use_graphs: bool | None = None):
+    def __init__(self, model, num_blocks: int | dict[str, int], block_size: int, dtype: torch.dtype,
+                 device,
+                 sampler: Sampler, max_batch: int = 256, max_model_len: int = 4096,
+                 use_graphs: bool | None = None):
         rows = num_blocks if isinstance(num_blocks, dict) else {"full": num_blocks}
-        super().__init__(model, {g: n + 1 for g, n in rows.items()}, block_size, dtype, device, sampler)
-        (self.group, pad_block), = rows.items()                              # one stream group: see below
-        self.pad_block, self.max_model_len = pad_block, max_model_len        # the extra block: padded rows only
+        super().__init__(model, {g: n + 1 for g, n in rows.items()}, block_size, dtype, device,
+                         sampler)
+        # one stream group: see below
+        (self.group, pad_block), = rows.items()
+        # the extra block: padded rows only
+        self.pad_block, self.max_model_len = pad_block, max_model_len
         self.batch_sizes = decode_batch_sizes(max_batch)
-        self.buffers = DecodeBuffers.allocate(self.batch_sizes[-1], -(-max_model_len // block_size), self.device)
+        self.buffers = DecodeBuffers.allocate(self.batch_sizes[-1], -(-max_model_len // block_size),
+                                              self.device)
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.logits = None                                                   # [B_max, V] fp32, the graphs' output
+        self.logits = None                                     # [B_max, V] fp32, the graphs' output
         self.graph_memory_bytes, self.capture_seconds = 0, 0.0
 
     def can_replay(self, scheduled: list[tuple[Sequence, int]]) -> bool:
-        "A pure decode step that fits the largest captured size, with no prompt log-probabilities to compute."
+        """A pure decode step that fits the largest captured size, with no prompt log-probabilities
+        to compute."""
         return 0 < len(scheduled) <= self.batch_sizes[-1] and len(self.groups) == 1 and all(
-            n == 1 and seq.num_computed_tokens == len(seq) - 1 and seq.params.prompt_logprobs is None
+            n == 1 and seq.num_computed_tokens == len(seq) - 1
+            and seq.params.prompt_logprobs is None
             for seq, n in scheduled)
 
     def forward_decode(self, size: int) -> torch.Tensor:
@@ -123,14 +143,15 @@ def capture(self: CUDAGraphModelRunner) -> None:
     if not self.use_graphs:
         return
     torch.cuda.synchronize(self.device)
-    torch.cuda.empty_cache()                          # capture empties the cache too: start the count from empty
+    torch.cuda.empty_cache()             # capture empties the cache too: start the count from empty
     reserved_before, t0 = torch.cuda.memory_reserved(self.device), time.perf_counter()
     self.buffers.block_tables.fill_(self.pad_block)                  # every row a padding sequence
     self.buffers.slot_mapping.fill_(self.pad_block * self.block_size)
-    self.logits = torch.empty(self.batch_sizes[-1], self.model.config.vocab_size, device=self.device)
+    self.logits = torch.empty(self.batch_sizes[-1], self.model.config.vocab_size,
+                              device=self.device)
     pool = torch.cuda.graph_pool_handle()
     for size in reversed(self.batch_sizes):
-        self.forward_decode(size)                                    # warm-up: compile, choose algorithms
+        self.forward_decode(size)                              # warm-up: compile, choose algorithms
         torch.cuda.synchronize(self.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
@@ -147,7 +168,8 @@ def capture(self: CUDAGraphModelRunner) -> None:
 @torch.no_grad()
 def run(self: CUDAGraphModelRunner, scheduled: list[tuple[Sequence, int]]
         ) -> tuple[list[Sequence], SamplerOutput | None]:
-    "Replay the graph of the next captured size for a pure decode step; any other step runs eagerly."
+    """Replay the graph of the next captured size for a pure decode step; any other step runs
+    eagerly."""
     if not self.can_replay(scheduled):
         return ModelRunner.run(self, scheduled)
     seqs = [seq for seq, _ in scheduled]
@@ -156,6 +178,6 @@ def run(self: CUDAGraphModelRunner, scheduled: list[tuple[Sequence, int]]
     if size in self.graphs:
         self.graphs[size].replay()
         logits = self.logits[: len(seqs)]
-    else:                                                            # no graph (CPU, use_graphs=False): eager
+    else:                                                  # no graph (CPU, use_graphs=False): eager
         logits = self.forward_decode(size)[: len(seqs)]
     return seqs, self.sampler(logits, [s.row for s in seqs])

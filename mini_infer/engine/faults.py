@@ -32,7 +32,8 @@ class BrokenDetokenizer:
 
 
 class FaultyModelRunner(ModelRunner):
-    "A ModelRunner that fails the requests whose prompt text carries a `[[fault:...]]` marker (tests only)."
+    """A ModelRunner that fails the requests whose prompt text carries a `[[fault:...]]` marker
+    (tests only)."""
 
     def forward(self, scheduled: list[tuple[Sequence, int]]) -> torch.Tensor | None:
         faults = [faults_of(seq) for seq, _ in scheduled]
@@ -43,7 +44,8 @@ class FaultyModelRunner(ModelRunner):
             if "detok" in f:
                 seq.detok = BrokenDetokenizer()
         logits = super().forward(scheduled)
-        sampling = [f for (seq, n), f in zip(scheduled, faults) if seq.num_computed_tokens + n == len(seq)]
+        sampling = [f for (seq, n), f in zip(scheduled, faults) if seq.num_computed_tokens
+                    + n == len(seq)]
         for row, f in enumerate(sampling):
             if "nan" in f:
                 logits[row] = float("nan")

@@ -20,30 +20,38 @@ from ..layers.attention import KVStreamSpec
 
 # %% ../../nbs/20_paged_kv.ipynb #96729911
 class Block:
-    "One physical block: its id, how many sequences use it, and (prefix caching) the hash of its tokens."
+    """One physical block: its id, how many sequences use it, and (prefix caching) the hash of its
+    tokens."""
 
     def __init__(self, block_id: int):
         self.block_id, self.ref_count, self.block_hash = block_id, 0, None
 
     def __repr__(self) -> str:
-        return f"Block({self.block_id}, ref={self.ref_count}{', cached' if self.block_hash else ''})"
+        return (f"Block({self.block_id}, "
+                f"ref={self.ref_count}{', cached' if self.block_hash else ''})")
 
 # %% ../../nbs/20_paged_kv.ipynb #3315bb42
 FULL = KVStreamSpec((), kind="full")
 
 
 class BlockManager:
-    "A pool of `num_blocks` blocks of `block_size` slots for one stream group [kwon2023efficient, Sec. 4.2]."
+    """A pool of `num_blocks` blocks of `block_size` slots for one stream group [kwon2023efficient,
+    Sec. 4.2]."""
 
     def __init__(self, num_blocks: int, block_size: int, spec: KVStreamSpec = FULL):
         if num_blocks < 1 or block_size < 1:
-            raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must both be positive")
-        self.num_blocks, self.block_size, self.spec, self.group = num_blocks, block_size, spec, spec.group
+            raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must both be "
+                             "positive")
+        self.num_blocks, self.block_size, self.spec, self.group = (num_blocks, block_size, spec,
+                                                                   spec.group)
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_block_ids: deque[int] = deque(range(num_blocks))
-        self.null_block = num_blocks if spec.kind == "sliding" else None     # where skipped entries point
-        self.num_rows = num_blocks + (self.null_block is not None)          # rows of the cache tensors
-        self.watermark_blocks = max(1, num_blocks // 100)                   # kept free for running sequences
+        # where skipped entries point
+        self.null_block = num_blocks if spec.kind == "sliding" else None
+        # rows of the cache tensors
+        self.num_rows = num_blocks + (self.null_block is not None)
+        # kept free for running sequences
+        self.watermark_blocks = max(1, num_blocks // 100)
 
     @property
     def num_free_blocks(self) -> int: return len(self.free_block_ids)
@@ -56,7 +64,8 @@ class BlockManager:
         return max(0, math.ceil(entries / self.block_size) - len(self.table(seq)))
 
     def allocate_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
-        "Grow `seq`'s table for `num_new_tokens` more tokens; False (and nothing taken) if the pool is short."
+        """Grow `seq`'s table for `num_new_tokens` more tokens; False (and nothing taken) if the
+        pool is short."""
         need = self.num_blocks_needed(seq, num_new_tokens)
         if need > self.num_free_blocks:
             return False
@@ -68,7 +77,8 @@ class BlockManager:
         return True
 
     def free(self, seq: Sequence) -> None:
-        "Return `seq`'s blocks of this group (last first); it starts again from token 0 (preemption) or is done."
+        """Return `seq`'s blocks of this group (last first); it starts again from token 0
+        (preemption) or is done."""
         for block_id in reversed(seq.block_tables.pop(self.group, [])):
             if block_id != self.null_block:
                 self._release(self.blocks[block_id])
@@ -83,10 +93,12 @@ class BlockManager:
         if block.ref_count == 0:
             self.free_block_ids.append(block.block_id)
 
-    def num_unused_blocks(self) -> int: return self.num_free_blocks    # prefix caching: + cached, unused
+    # prefix caching: + cached, unused
+    def num_unused_blocks(self) -> int: return self.num_free_blocks
 
     def get_computed_blocks(self, seq: Sequence) -> int:
-        "Prefix caching (chapter 23): attach cached blocks of `seq`'s prefix; the tokens they hold (0 here)."
+        """Prefix caching (chapter 23): attach cached blocks of `seq`'s prefix; the tokens they hold
+        (0 here)."""
         return 0
 
     def cache_full_blocks(self, seq: Sequence) -> None:
@@ -95,31 +107,37 @@ class BlockManager:
 # %% ../../nbs/20_paged_kv.ipynb #0ab5bf16
 @patch
 def peak_blocks(self: BlockManager, seq: Sequence, num_tokens: int, chunk: int) -> int:
-    "The most blocks `seq` adds at once while it computes `num_tokens` more, in chunks of at most `chunk`."
+    """The most blocks `seq` adds at once while it computes `num_tokens` more, in chunks of at most
+    `chunk`."""
     return self.num_blocks_needed(seq, num_tokens)
 
 
 @patch
 def can_admit(self: BlockManager, seq: Sequence, num_tokens: int, chunk: int) -> bool:
-    "Room for `num_tokens` more tokens of `seq` (in chunks of at most `chunk`), the watermark kept free."
+    """Room for `num_tokens` more tokens of `seq` (in chunks of at most `chunk`), the watermark kept
+    free."""
     return self.num_free_blocks - self.peak_blocks(seq, num_tokens, chunk) >= self.watermark_blocks
 
 
 @patch
 def max_tokens(self: BlockManager) -> float:
     "The longest sequence, in tokens, this pool can hold alone."
-    return self.num_blocks * self.block_size * (self.spec.rate if self.spec.kind == "compressed" else 1)
+    return (self.num_blocks * self.block_size
+            * (self.spec.rate if self.spec.kind == "compressed" else 1))
 
 # %% ../../nbs/20_paged_kv.ipynb #0b50343b
 class SlidingWindowBlockManager(BlockManager):
-    "A pool for a sliding-window stream: blocks wholly before the next query's window go back [jiang2023mistral]."
+    """A pool for a sliding-window stream: blocks wholly before the next query's window go back
+    [jiang2023mistral]."""
 
     def first_live_block(self, num_computed_tokens: int) -> int:
-        "Table index of the first block a query at position `num_computed_tokens` or later still reads."
+        """Table index of the first block a query at position `num_computed_tokens` or later still
+        reads."""
         return max(0, num_computed_tokens - self.spec.window + 1) // self.block_size
 
     def skip_blocks(self, seq: Sequence) -> None:
-        "Return the blocks of `seq` that no later query reads; their table entries become the null block."
+        """Return the blocks of `seq` that no later query reads; their table entries become the null
+        block."""
         table, start = self.table(seq), seq.num_skipped_blocks.get(self.group, 0)
         end = min(self.first_live_block(seq.num_computed_tokens), len(table))
         for i in range(start, end):
@@ -133,7 +151,8 @@ class SlidingWindowBlockManager(BlockManager):
         return super().allocate_slots(seq, num_new_tokens)
 
     def peak_blocks(self, seq: Sequence, num_tokens: int, chunk: int) -> int:
-        window_blocks = math.ceil((self.spec.window - 1 + min(chunk, num_tokens)) / self.block_size) + 1
+        window_blocks = (math.ceil((self.spec.window - 1
+                                    + min(chunk, num_tokens)) / self.block_size) + 1)
         return min(self.num_blocks_needed(seq, num_tokens), window_blocks)
 
     def num_held_blocks(self, seq: Sequence) -> int:
@@ -157,8 +176,10 @@ class StatePool(BlockManager):
     def max_tokens(self) -> float: return math.inf
 
 # %% ../../nbs/20_paged_kv.ipynb #c1105c34
-def kv_stream_groups(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, tuple[KVStreamSpec, int]]:
-    "The model's stream groups: group -> (a spec of its kind, bytes per entry summed over its layers' streams)."
+def kv_stream_groups(model: torch.nn.Module,
+                     dtype: torch.dtype) -> dict[str, tuple[KVStreamSpec, int]]:
+    """The model's stream groups: group -> (a spec of its kind, bytes per entry summed over its
+    layers' streams)."""
     groups: dict[str, tuple[KVStreamSpec, int]] = {}
     for m in model.modules():
         for spec in (m.kv_streams().values() if hasattr(m, "kv_streams") else ()):
@@ -167,7 +188,8 @@ def kv_stream_groups(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, tu
     return groups
 
 # %% ../../nbs/20_paged_kv.ipynb #ae9e76f0
-POOL_CLASSES = {"full": BlockManager, "sliding": SlidingWindowBlockManager, "compressed": BlockManager,
+POOL_CLASSES = {"full": BlockManager, "sliding": SlidingWindowBlockManager,
+                "compressed": BlockManager,
                 "state": StatePool}
 
 
@@ -177,7 +199,8 @@ def make_pool(spec: KVStreamSpec, num_blocks: int, block_size: int) -> BlockMana
 
 # %% ../../nbs/20_paged_kv.ipynb #a95bc400
 class KVCacheManager:
-    "The block pools of every stream group, presented to the scheduler as one [kwon2023efficient, Sec. 4.2]."
+    """The block pools of every stream group, presented to the scheduler as one [kwon2023efficient,
+    Sec. 4.2]."""
 
     def __init__(self, pools: list[BlockManager]):
         if not pools:
@@ -197,7 +220,8 @@ class KVCacheManager:
     def max_tokens(self) -> float: return min(p.max_tokens() for p in self.pools)
 
     def free(self, seq: Sequence) -> None:
-        "Return `seq`'s blocks in every group; it starts again from token 0 (preemption) or is done."
+        """Return `seq`'s blocks in every group; it starts again from token 0 (preemption) or is
+        done."""
         for p in self.pools:
             p.free(seq)
 
@@ -215,29 +239,34 @@ class KVCacheManager:
 
 # %% ../../nbs/20_paged_kv.ipynb #8a683a91
 def kv_bytes_per_token(model: torch.nn.Module, dtype: torch.dtype) -> int:
-    "Bytes one token occupies in the KV cache if every stream kept every token (all layers' streams summed)."
+    """Bytes one token occupies in the KV cache if every stream kept every token (all layers'
+    streams summed)."""
     return sum(spec.bytes_per_token(dtype) for m in model.modules() if hasattr(m, "kv_streams")
                for spec in m.kv_streams().values())
 
 
 def kv_memory_budget(device, gpu_fraction: float = 0.9) -> int:
-    "Bytes the KV cache may take: `gpu_fraction` of free GPU memory; on the CPU min(RAM / 10, 2 GiB)."
+    """Bytes the KV cache may take: `gpu_fraction` of free GPU memory; on the CPU min(RAM / 10, 2
+    GiB)."""
     if torch.device(device).type == "cuda":
         free, _ = torch.cuda.mem_get_info(torch.device(device))
         return int(gpu_fraction * free)
     return min(2 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 10)
 
 
-def num_kv_blocks_for_memory(bytes_per_token: int, block_size: int, device, max_blocks: int | None = None,
+def num_kv_blocks_for_memory(bytes_per_token: int, block_size: int, device, max_blocks: int
+                             | None = None,
                              gpu_fraction: float = 0.9) -> int:
     "Blocks of one full group the memory rule allows, at most `max_blocks`."
     blocks = max(1, kv_memory_budget(device, gpu_fraction) // (bytes_per_token * block_size))
     return blocks if max_blocks is None else min(blocks, max_blocks)
 
 # %% ../../nbs/20_paged_kv.ipynb #823e7afc
-def group_blocks(spec: KVStreamSpec, num_blocks: int, max_num_seqs: int, max_num_batched_tokens: int,
+def group_blocks(spec: KVStreamSpec, num_blocks: int, max_num_seqs: int,
+                 max_num_batched_tokens: int,
                  block_size: int) -> int:
-    "Blocks of `spec`'s group in a cache of context capacity `num_blocks` blocks (the sizing rule above)."
+    """Blocks of `spec`'s group in a cache of context capacity `num_blocks` blocks (the sizing rule
+    above)."""
     if spec.kind == "sliding":
         windows = max_num_seqs * (math.ceil((spec.window - 1) / block_size) + 2)
         return min(num_blocks, windows + math.ceil(max_num_batched_tokens / block_size))
@@ -246,8 +275,10 @@ def group_blocks(spec: KVStreamSpec, num_blocks: int, max_num_seqs: int, max_num
     return max_num_seqs if spec.kind == "state" else num_blocks
 
 
-def plan_kv_pools(groups: dict[str, tuple[KVStreamSpec, int]], block_size: int, budget: int, max_num_seqs: int,
-                  max_num_batched_tokens: int, max_blocks: int, num_blocks: int | None = None) -> dict[str, int]:
+def plan_kv_pools(groups: dict[str, tuple[KVStreamSpec, int]], block_size: int, budget: int,
+                  max_num_seqs: int,
+                  max_num_batched_tokens: int, max_blocks: int, num_blocks: int
+                  | None = None) -> dict[str, int]:
     "Blocks per group: for `num_blocks` of context if given, else the most the byte `budget` holds."
     def size(n):
         return {g: group_blocks(spec, n, max_num_seqs, max_num_batched_tokens, block_size)
@@ -256,7 +287,7 @@ def plan_kv_pools(groups: dict[str, tuple[KVStreamSpec, int]], block_size: int, 
         return sum(b * groups[g][1] * (1 if groups[g][0].kind == "state" else block_size)
                    for g, b in size(n).items())
     if num_blocks is None:
-        lo, hi = 1, max(1, max_blocks)                    # the largest n in [1, max_blocks] that fits
+        lo, hi = 1, max(1, max_blocks)                  # the largest n in [1, max_blocks] that fits
         while lo < hi:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if nbytes(mid) <= budget else (lo, mid - 1)

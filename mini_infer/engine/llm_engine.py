@@ -16,7 +16,12 @@ from fastcore.basics import patch
 
 from .cuda_graphs import CUDAGraphModelRunner
 from .faults import FaultyModelRunner
-from .kv_cache import kv_bytes_per_token, kv_memory_budget, kv_stream_groups, plan_kv_pools
+from mini_infer.engine.kv_cache import (
+    kv_bytes_per_token,
+    kv_memory_budget,
+    kv_stream_groups,
+    plan_kv_pools,
+)
 from .model_runner import BatchInvariantModelRunner, ModelRunner, prepare_inputs
 from .prefix_cache import make_kv_cache
 from .sampling import Sampler, SamplerOutput, SamplingParams, make_generator
@@ -49,13 +54,14 @@ class RequestOutput:
     prompt_token_ids: list[int]
     outputs: list[CompletionOutput]
     finished: bool = True
-    prompt_logprobs: list | None = None          # None for the first token, then Logprobs per prompt token
-    metrics: dict | None = None                  # an engine's per-request figures (chapter 50: speculation)
+    prompt_logprobs: list | None = None  # None for the first token, then Logprobs per prompt token
+    metrics: dict | None = None          # an engine's per-request figures (chapter 50: speculation)
 
 # %% ../../nbs/25_engine.ipynb #71b6a760
 @dataclass
 class StreamOutput:
-    "One sample's progress since the last StreamOutput: text and token-id deltas, finish reason when done."
+    """One sample's progress since the last StreamOutput: text and token-id deltas, finish reason
+    when done."""
     request_id: str
     index: int
     text: str
@@ -69,13 +75,17 @@ class StreamOutput:
     prompt_logprobs: list | None = None          # on a sample's first output, when asked for
 
 # %% ../../nbs/25_engine.ipynb #b0263394
-def to_token_ids(prompt, tokenizer: Tokenizer | None, vocab_size: int) -> tuple[str | None, list[int]]:
+def to_token_ids(prompt, tokenizer: Tokenizer | None,
+                 vocab_size: int) -> tuple[str | None, list[int]]:
     "(text or None, token ids) of a prompt given as a string or a list of token ids."
     if isinstance(prompt, str):
         if tokenizer is None:
-            raise ValueError("this model has no tokenizer files: pass prompts as lists of token ids")
+            raise ValueError(
+                "this model has no tokenizer files: pass prompts as lists of token ids"
+            )
         text, ids = prompt, tokenizer.encode(prompt)
-    elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+    elif (isinstance(prompt, (list, tuple))
+          and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)):
         text, ids = None, list(prompt)
     else:
         raise TypeError(f"a prompt is a string or a list of token ids, got {type(prompt).__name__}")
@@ -87,7 +97,8 @@ def to_token_ids(prompt, tokenizer: Tokenizer | None, vocab_size: int) -> tuple[
     return text, ids
 
 # %% ../../nbs/25_engine.ipynb #4ccae515
-def check_fits(num_prompt_tokens: int, params: SamplingParams, max_model_len: int, kv_budget_tokens: int) -> None:
+def check_fits(num_prompt_tokens: int, params: SamplingParams, max_model_len: int,
+               kv_budget_tokens: int) -> None:
     "Raise ValueError if the prompt (+ max_tokens) exceeds the context or the whole KV cache."
     need = num_prompt_tokens + params.max_tokens
     if num_prompt_tokens >= max_model_len:
@@ -95,14 +106,17 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, max_model_len: in
                          f"context of {max_model_len} tokens, which must keep room for one "
                          "generated token")
     if need > max_model_len:
-        raise ValueError(f"the prompt has {num_prompt_tokens} tokens and max_tokens is {params.max_tokens}: together "
+        raise ValueError(f"the prompt has {num_prompt_tokens} tokens and max_tokens is "
+                         f"{params.max_tokens}: together "
                          f"{need} tokens, more than the model's context of {max_model_len} tokens")
     if need > kv_budget_tokens:
-        raise ValueError(f"a sequence of {need} tokens does not fit the KV cache of {kv_budget_tokens} tokens")
+        raise ValueError(f"a sequence of {need} tokens does not fit the KV cache of "
+                         f"{kv_budget_tokens} tokens")
 
 # %% ../../nbs/25_engine.ipynb #87faae70
 def make_block_manager(model, options: EngineConfig, max_model_len: int):
-    "The KV cache of `model` under `options`: its groups' pools, sized by `num_kv_blocks` or the memory rule."
+    """The KV cache of `model` under `options`: its groups' pools, sized by `num_kv_blocks` or the
+    memory rule."""
     groups, P = kv_stream_groups(model, options.torch_dtype), options.block_size
     budget = kv_memory_budget(options.torch_device, options.gpu_memory_utilization)
     plan = plan_kv_pools(groups, P, budget, options.max_num_seqs, options.max_num_batched_tokens,
@@ -128,24 +142,29 @@ def make_model_runner(model, block_manager, options: EngineConfig, sampler: Samp
 
 # %% ../../nbs/25_engine.ipynb #1920321d
 class EngineDeadError(RuntimeError):
-    "The engine cannot take another step (a worker rank died): every request ends, the caller must stop."
+    """The engine cannot take another step (a worker rank died): every request ends, the caller must
+    stop."""
 
 # %% ../../nbs/25_engine.ipynb #cb462231
 class LLMEngine:
-    "Continuous batching over a paged KV cache: `add_request`, `step`, `abort` [kwon2023efficient, Sec. 4]."
+    """Continuous batching over a paged KV cache: `add_request`, `step`, `abort` [kwon2023efficient,
+    Sec. 4]."""
 
     def __init__(self, model=None, config: EngineConfig | None = None, **options):
-        self.engine_config = c = config or EngineConfig(model=model, **options)   # every option checked
+        # every option checked
+        self.engine_config = c = config or EngineConfig(model=model, **options)
         self.dtype, self.device, self.block_size = c.torch_dtype, c.torch_device, c.block_size
         if c.executor is None:
-            self.config, self.model, self.tokenizer = load_model(c.model, self.dtype, self.device, c.load_format)
-            self.passes = prepare_model(self.model, c)             # quantize, merge, kernels (chapter 16)
-        else:                                                      # sharded over processes (chapter 60)
+            self.config, self.model, self.tokenizer = load_model(c.model, self.dtype, self.device,
+                                                                 c.load_format)
+            self.passes = prepare_model(self.model, c)       # quantize, merge, kernels (chapter 16)
+        else:                                                # sharded over processes (chapter 60)
             self.config, self.model, self.tokenizer, self.passes = EXECUTORS.lookup(c.executor)(c)
         self.max_model_len = c.max_model_len or self.config.max_position_embeddings
         if not 0 < self.max_model_len <= self.config.max_position_embeddings:
             raise ValueError(f"max_model_len={self.max_model_len} must be in "
-                             f"1..{self.config.max_position_embeddings} (the model's max_position_embeddings)")
+                             f"1..{self.config.max_position_embeddings} (the model's "
+                             "max_position_embeddings)")
         tok_eos = self.tokenizer.eos_token_ids if self.tokenizer else set()
         self.eos_token_ids = set(self.config.eos_token_ids) | tok_eos
         self.kv_bytes_per_token = kv_bytes_per_token(self.model, self.dtype)
@@ -156,10 +175,12 @@ class LLMEngine:
         self.sampler = Sampler(sorted(self.eos_token_ids), seed=c.seed, device=self.device)
         self.runner = make_model_runner(self.model, bm, c, self.sampler, self.max_model_len)
         self.kernels = c.resolved_kernels
-        self.requests: dict[str, list[Sequence]] = {}       # request id -> its samples (engine thread only)
-        self.inbox: deque = deque()                          # ("add", ...) / ("abort", id) from any thread
+        # request id -> its samples (engine thread only)
+        self.requests: dict[str, list[Sequence]] = {}
+        self.inbox: deque = deque()                   # ("add", ...) / ("abort", id) from any thread
         self.finished: dict[str, list[Sequence]] = {}       # finished requests until collected
-        self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "requests_finished": 0, "steps": 0}
+        self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "requests_finished": 0,
+                         "steps": 0}
         self._next_seq_id = 0
 
     def step(self) -> list[StreamOutput]:
@@ -170,9 +191,9 @@ class LLMEngine:
             return outputs
         try:
             sampled, out = self.run(plan)
-        except EngineDeadError:                             # no step can run any more: the caller ends
+        except EngineDeadError:                          # no step can run any more: the caller ends
             raise
-        except Exception as e:                              # the batch's failure: all its requests end
+        except Exception as e:                           # the batch's failure: all its requests end
             requests = dict.fromkeys(seq.request_id for seq, _ in plan.scheduled)
             return outputs + [o for rid in requests for o in self._fail_request(rid, e)]
         return outputs + self.postprocess(plan, sampled, out)
@@ -182,7 +203,8 @@ class LLMEngine:
         return self.scheduler.schedule()
 
     def run(self, plan: SchedulerOutput) -> tuple[list[Sequence], SamplerOutput | None]:
-        "One packed forward and the sampler (chapter 24): the sequences that sampled and their tokens."
+        """One packed forward and the sampler (chapter 24): the sequences that sampled and their
+        tokens."""
         self.counters["steps"] += 1
         return self.runner.run(plan.scheduled)
 
@@ -190,13 +212,15 @@ class LLMEngine:
 @patch
 def postprocess(self: LLMEngine, plan: SchedulerOutput, sampled: list[Sequence],
                 out: SamplerOutput | None) -> list[StreamOutput]:
-    "Advance the scheduled sequences, append the sampled tokens, finish and free; the StreamOutputs."
+    """Advance the scheduled sequences, append the sampled tokens, finish and free; the
+    StreamOutputs."""
     outputs = []
     for seq, n in plan.scheduled:
         if seq.status is SequenceStatus.FINISHED:                # its request failed in this loop
             continue
         if seq.num_computed_tokens < seq.num_prompt_tokens:
-            self.counters["prompt_tokens"] += min(n, seq.num_prompt_tokens - seq.num_computed_tokens)
+            self.counters["prompt_tokens"] += min(n, seq.num_prompt_tokens
+                                                  - seq.num_computed_tokens)
         seq.num_computed_tokens += n
         try:
             self.block_manager.cache_full_blocks(seq)
@@ -231,7 +255,8 @@ def _fail_request(self: LLMEngine, request_id: str, exc: BaseException) -> list[
         if seq.status is not SequenceStatus.FINISHED:
             seq.finish_reason, seq.error = "error", error
             self.scheduler.finish(seq)                           # frees its blocks
-            outs.append(StreamOutput(request_id, seq.index, "", [], "error", None, seq.num_prompt_tokens,
+            outs.append(StreamOutput(request_id, seq.index, "", [], "error", None,
+                                     seq.num_prompt_tokens,
                                      seq.num_output_tokens, seq.num_cached_tokens, error))
     self._may_retire(request_id)
     return outs
@@ -240,7 +265,8 @@ def _fail_request(self: LLMEngine, request_id: str, exc: BaseException) -> list[
 @patch
 def _stream_output(self: LLMEngine, seq: Sequence) -> StreamOutput:
     k, seq.num_streamed_tokens = seq.num_streamed_tokens, seq.num_output_tokens
-    return StreamOutput(seq.request_id, seq.index, stream_delta(seq), seq.token_ids[seq.num_prompt_tokens + k:],
+    return StreamOutput(seq.request_id, seq.index, stream_delta(seq),
+                        seq.token_ids[seq.num_prompt_tokens + k:],
                         seq.finish_reason, seq.logprobs[k:] if seq.logprobs is not None else None,
                         seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens,
                         prompt_logprobs=seq.prompt_logprobs if k == 0 else None)
@@ -256,7 +282,8 @@ def _may_retire(self: LLMEngine, request_id: str) -> None:
 # %% ../../nbs/25_engine.ipynb #2d0aa160
 @patch
 def check_request(self: LLMEngine, prompt, params: SamplingParams | None = None) -> tuple:
-    "(text or None, token ids, params) of a request that can run; TypeError or ValueError otherwise."
+    """(text or None, token ids, params) of a request that can run; TypeError or ValueError
+    otherwise."""
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams):
         raise TypeError(f"params must be a SamplingParams, got {type(params).__name__}")
@@ -268,8 +295,10 @@ def check_request(self: LLMEngine, prompt, params: SamplingParams | None = None)
 
 @patch
 def add_request(self: LLMEngine, request_id: str, prompt, params: SamplingParams | None = None,
-                prompt_text: str | None = None, checked: tuple | None = None) -> tuple[str | None, list[int]]:
-    "Check a request (unless `checked` holds `check_request`'s answer) and queue it; (text, token ids)."
+                prompt_text: str | None = None, checked: tuple
+                | None = None) -> tuple[str | None, list[int]]:
+    """Check a request (unless `checked` holds `check_request`'s answer) and queue it; (text, token
+    ids)."""
     if request_id in self.requests or request_id in self.finished:
         raise ValueError(f"request id {request_id!r} is already in use")
     text, ids, params = checked or self.check_request(prompt, params)
@@ -327,7 +356,8 @@ def stats(self: LLMEngine) -> dict:
 
 @patch
 def shutdown(self: LLMEngine) -> None:
-    "Stop what the engine started beside this process (chapter 60's worker ranks); safe to call twice."
+    """Stop what the engine started beside this process (chapter 60's worker ranks); safe to call
+    twice."""
     stop = getattr(self.model, "shutdown", None)
     if stop is not None:
         stop()
@@ -353,9 +383,11 @@ def request_output(self: LLMEngine, request_id: str) -> RequestOutput:
 @patch
 @torch.no_grad()
 def prompt_logits(self: LLMEngine, token_ids: list[int]) -> torch.Tensor:
-    "fp32 logits [len, V] of one full-prompt forward through the paged cache (engine must have room)."
+    """fp32 logits [len, V] of one full-prompt forward through the paged cache (engine must have
+    room)."""
     _, ids = to_token_ids(list(token_ids), None, self.config.vocab_size)
-    check_fits(len(ids), SamplingParams(max_tokens=1), self.max_model_len + 1, self.kv_budget_tokens)
+    check_fits(len(ids), SamplingParams(max_tokens=1), self.max_model_len + 1,
+               self.kv_budget_tokens)
     seq = Sequence(-1, 0, ids, SamplingParams(), None, None)
     if not self.block_manager.allocate_slots(seq, len(ids)):
         raise RuntimeError("the KV cache is busy: call logits() when no request is running")
@@ -370,17 +402,20 @@ ENGINES.register("default", LLMEngine)
 
 
 def make_engine(model=None, config: EngineConfig | None = None, **options) -> LLMEngine:
-    "The engine the options ask for (`LLMEngine`, or the subclass registered for their `engine_name`)."
+    """The engine the options ask for (`LLMEngine`, or the subclass registered for their
+    `engine_name`)."""
     config = config or EngineConfig(model=model, **options)          # every option checked
     return ENGINES.lookup(config.engine_name)(config=config)
 
 # %% ../../nbs/25_engine.ipynb #e2a3fc17
 class LLM:
-    "vLLM-style offline entry point: `LLM(model, **EngineConfig options).generate(prompts, SamplingParams(...))`."
+    """vLLM-style offline entry point: `LLM(model, **EngineConfig options).generate(prompts,
+    SamplingParams(...))`."""
 
     def __init__(self, model=None, **engine_options):
         self.engine = make_engine(model, **engine_options)
-        self.config, self.model, self.tokenizer = self.engine.config, self.engine.model, self.engine.tokenizer
+        self.config, self.model, self.tokenizer = (self.engine.config, self.engine.model,
+                                                   self.engine.tokenizer)
         self._next_id = 0
 
     def _run(self, requests: list[tuple[str | None, list[int]]], params) -> list[RequestOutput]:
@@ -389,7 +424,8 @@ class LLM:
         if len(params) != len(requests):
             raise ValueError(f"{len(params)} SamplingParams for {len(requests)} prompts")
         e = self.engine
-        checked = [e.check_request(ids, p) for (_, ids), p in zip(requests, params)]   # before queueing
+        # before queueing
+        checked = [e.check_request(ids, p) for (_, ids), p in zip(requests, params)]
         rids = [str(self._next_id + i) for i in range(len(requests))]
         self._next_id += len(requests)
         try:
@@ -408,13 +444,16 @@ class LLM:
 
     def generate(self, prompts, sampling_params=None) -> list[RequestOutput]:
         "Complete each prompt (a string, a list of token ids, or a list of either)."
-        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+        if (isinstance(prompts, str)
+            or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int))):
             prompts = [prompts]
         requests = [to_token_ids(p, self.tokenizer, self.config.vocab_size) for p in prompts]
         return self._run(requests, sampling_params)
 
-    def chat(self, messages, sampling_params=None, add_generation_prompt: bool = True) -> list[RequestOutput]:
-        "Complete one conversation (a list of {role, content} dicts), or a list of them, through the template."
+    def chat(self, messages, sampling_params=None,
+             add_generation_prompt: bool = True) -> list[RequestOutput]:
+        """Complete one conversation (a list of {role, content} dicts), or a list of them, through
+        the template."""
         if self.tokenizer is None:
             raise ValueError("this model has no tokenizer files, so it has no chat template")
         convs = [messages] if messages and isinstance(messages[0], dict) else messages

@@ -11,14 +11,21 @@ import torch
 from .kv_cache import FULL, kv_stream_groups
 from .sampling import Sampler, SamplerOutput, gather_logprobs
 from .sequence import Sequence
-from ..layers.attention import AttentionMetadata, KVStreamSpec, bind_kv_cache, build_metadata
+from mini_infer.layers.attention import (
+    AttentionMetadata,
+    KVStreamSpec,
+    bind_kv_cache,
+    build_metadata,
+)
 
 # %% ../../nbs/24_model_runner.ipynb #13a77834
 def group_metadata(spec: KVStreamSpec, scheduled: list[tuple[Sequence, int]], block_size: int,
                    device) -> AttentionMetadata:
-    "Chapter 11's metadata for one stream group: its block tables and its entries (new, after the step)."
-    q_lens, s_lens = [n for _, n in scheduled], [seq.num_computed_tokens + n for seq, n in scheduled]
-    if spec.kind == "state":                                          # one slot, rewritten every step
+    """Chapter 11's metadata for one stream group: its block tables and its entries (new, after the
+    step)."""
+    q_lens, s_lens = ([n for _, n in scheduled],
+                      [seq.num_computed_tokens + n for seq, n in scheduled])
+    if spec.kind == "state":                                        # one slot, rewritten every step
         q_lens, s_lens, block_size = [1] * len(q_lens), [1] * len(s_lens), 1
     else:
         q_lens = [spec.num_entries(s) - spec.num_entries(s - q) for q, s in zip(q_lens, s_lens)]
@@ -29,7 +36,8 @@ def group_metadata(spec: KVStreamSpec, scheduled: list[tuple[Sequence, int]], bl
 
 def prepare_inputs(scheduled: list[tuple[Sequence, int]], block_size: int, device,
                    groups: dict[str, KVStreamSpec] | None = None) -> tuple:
-    "input_ids [T], positions [T], AttentionMetadata, and the packed row of each sampling sequence's last token."
+    """input_ids [T], positions [T], AttentionMetadata, and the packed row of each sampling
+    sequence's last token."""
     groups = groups or {"full": FULL}
     ids, pos, sample_rows, t = [], [], [], 0
     for seq, n in scheduled:
@@ -40,7 +48,8 @@ def prepare_inputs(scheduled: list[tuple[Sequence, int]], block_size: int, devic
         if c + n == len(seq):
             sample_rows.append(t - 1)
     views = {g: group_metadata(spec, scheduled, block_size, device) for g, spec in groups.items()}
-    md = next(views[g] for g, spec in groups.items() if spec.kind in ("full", "sliding"))   # per token
+    # per token
+    md = next(views[g] for g, spec in groups.items() if spec.kind in ("full", "sliding"))
     if len(views) > 1:
         md.groups = views
     i64 = dict(dtype=torch.int64, device=device)
@@ -48,11 +57,12 @@ def prepare_inputs(scheduled: list[tuple[Sequence, int]], block_size: int, devic
 
 # %% ../../nbs/24_model_runner.ipynb #598d3fec
 def add_prompt_logprobs(model, seq: Sequence, hidden: torch.Tensor, start: int, n: int) -> None:
-    "Extend `seq.prompt_logprobs` with the scores of its prompt tokens that this chunk's rows predict."
+    """Extend `seq.prompt_logprobs` with the scores of its prompt tokens that this chunk's rows
+    predict."""
     c, k = seq.num_computed_tokens, seq.params.prompt_logprobs
     if c == 0:
         seq.prompt_logprobs = [None]
-    end = min(c + n, seq.num_prompt_tokens - 1)                     # last position whose next token is prompt
+    end = min(c + n, seq.num_prompt_tokens - 1)           # last position whose next token is prompt
     if end <= c:
         return
     lp = model.compute_logits(hidden[start:start + end - c]).log_softmax(-1)          # [end - c, V]
@@ -65,27 +75,35 @@ class ModelRunner:
 
     batch_invariant = False
 
-    def __init__(self, model, num_blocks: int | dict[str, int], block_size: int, dtype: torch.dtype, device,
+    def __init__(self, model, num_blocks: int | dict[str, int], block_size: int, dtype: torch.dtype,
+                 device,
                  sampler: Sampler):
-        self.model, self.block_size, self.device, self.sampler = model, block_size, torch.device(device), sampler
-        self.groups = {g: spec for g, (spec, _) in kv_stream_groups(model, dtype).items()} or {"full": FULL}
+        self.model, self.block_size, self.device, self.sampler = (model, block_size,
+                                                                  torch.device(device), sampler)
+        self.groups = ({g: spec for g, (spec, _) in kv_stream_groups(model, dtype).items()}
+                       or {"full": FULL})
         self.kv_cache_bytes = bind_kv_cache(model, num_blocks, block_size, dtype, self.device)
 
     def forward(self, scheduled: list[tuple[Sequence, int]]) -> torch.Tensor | None:
-        "One packed forward of the step's tokens: fp32 logits of the sampling rows [B_sample, V], or None."
-        input_ids, positions, md, rows = prepare_inputs(scheduled, self.block_size, self.device, self.groups)
+        """One packed forward of the step's tokens: fp32 logits of the sampling rows [B_sample, V],
+        or None."""
+        input_ids, positions, md, rows = prepare_inputs(scheduled, self.block_size, self.device,
+                                                        self.groups)
         hidden = self.model(input_ids, positions, md)                                  # [T, d]
         for (seq, n), start in zip(scheduled, md.cu_seqlens_q_cpu):
-            if seq.params.prompt_logprobs is not None and seq.num_computed_tokens < seq.num_prompt_tokens:
+            if (seq.params.prompt_logprobs is not None
+                and seq.num_computed_tokens < seq.num_prompt_tokens):
                 add_prompt_logprobs(self.model, seq, hidden, start, n)
         return self.model.compute_logits(hidden[rows]) if rows else None             # [B_sample, V]
 
     @torch.no_grad()
-    def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput | None]:
+    def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput
+                                                                  | None]:
         "Forward the step's tokens; the sequences that sample, and their tokens."
         logits = self.forward(scheduled)
         sampling = [seq for seq, n in scheduled if seq.num_computed_tokens + n == len(seq)]
-        return (sampling, self.sampler(logits, [s.row for s in sampling])) if sampling else ([], None)
+        return (sampling,
+                self.sampler(logits, [s.row for s in sampling])) if sampling else ([], None)
 
 # %% ../../nbs/24_model_runner.ipynb #5be57c3d
 class BatchInvariantModelRunner(ModelRunner):
@@ -94,7 +112,10 @@ class BatchInvariantModelRunner(ModelRunner):
     batch_invariant = True
 
     @torch.no_grad()
-    def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput | None]:
+    def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput
+                                                                  | None]:
         logits = [lg for lg in (self.forward([s]) for s in scheduled) if lg is not None]
         sampling = [seq for seq, n in scheduled if seq.num_computed_tokens + n == len(seq)]
-        return (sampling, self.sampler(torch.cat(logits), [s.row for s in sampling])) if sampling else ([], None)
+        return (sampling,
+                self.sampler(torch.cat(logits),
+                             [s.row for s in sampling])) if sampling else ([], None)

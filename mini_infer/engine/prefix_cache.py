@@ -13,14 +13,16 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .kv_cache import (FULL, Block, BlockManager, KVCacheManager, SlidingWindowBlockManager,
+from .kv_cache import (FULL, Block, BlockManager, KVCacheManager,
+                                        SlidingWindowBlockManager,
                                         make_pool)
 from .sequence import Sequence
 from ..layers.attention import KVStreamSpec
 
 # %% ../../nbs/23_prefix_caching.ipynb #2d2f4c75
 def hash_block(parent_hash: bytes, token_ids: list[int]) -> bytes:
-    "Key of a full block: SHA-256 over the parent block's key and this block's tokens [kwon2023efficient, Sec. 4.4]."
+    """Key of a full block: SHA-256 over the parent block's key and this block's tokens
+    [kwon2023efficient, Sec. 4.4]."""
     return hashlib.sha256(parent_hash + np.asarray(token_ids, dtype=np.int64).tobytes()).digest()
 
 # %% ../../nbs/23_prefix_caching.ipynb #5b421013
@@ -33,16 +35,19 @@ def extend_block_hashes(seq: Sequence, num_tokens: int, block_size: int) -> list
 
 # %% ../../nbs/23_prefix_caching.ipynb #c67be9c9
 class PrefixCachingBlockManager(BlockManager):
-    "A pool whose full blocks are shared by chained hash, ref-counted, evicted LRU [zheng2024sglang, Sec. 3]."
+    """A pool whose full blocks are shared by chained hash, ref-counted, evicted LRU
+    [zheng2024sglang, Sec. 3]."""
 
     def __init__(self, num_blocks: int, block_size: int, spec: KVStreamSpec = FULL):
         super().__init__(num_blocks, block_size, spec)
         self.cached_block_ids: dict[bytes, int] = {}            # key -> block id
-        self.evictable: OrderedDict[int, None] = OrderedDict()   # ref_count 0 but cached, least recent first
+        # ref_count 0 but cached, least recent first
+        self.evictable: OrderedDict[int, None] = OrderedDict()
         self.num_queried_tokens = self.num_hit_tokens = 0
 
     @property
-    def num_free_blocks(self) -> int: return len(self.free_block_ids) + len(self.evictable)   # evictable too
+    # evictable too
+    def num_free_blocks(self) -> int: return len(self.free_block_ids) + len(self.evictable)
 
     def _take_free_block(self) -> Block:
         if self.free_block_ids:
@@ -76,14 +81,19 @@ class PrefixCachingBlockManager(BlockManager):
             self.table(seq).append(block.block_id)
 
     def register(self, seq: Sequence, hashes: list[bytes], start: int) -> None:
-        "Key `seq`'s blocks start..len(hashes)-1, unless a key is cached already or the block was skipped."
+        """Key `seq`'s blocks start..len(hashes)-1, unless a key is cached already or the block was
+        skipped."""
         for i in range(start, len(hashes)):
             block_id = self.table(seq)[i]
             if block_id != self.null_block and hashes[i] not in self.cached_block_ids:
-                self.blocks[block_id].block_hash, self.cached_block_ids[hashes[i]] = hashes[i], block_id
+                self.blocks[block_id].block_hash, self.cached_block_ids[hashes[i]] = (
+                    hashes[i],
+                    block_id,
+                )
 
     def get_computed_blocks(self, seq: Sequence) -> int:
-        "Alone: attach the cached prefix of `seq` (never its last token's block); the tokens it holds."
+        """Alone: attach the cached prefix of `seq` (never its last token's block); the tokens it
+        holds."""
         num_hit = find_cached_prefix([self], seq)
         self.num_queried_tokens += len(seq)
         self.num_hit_tokens += num_hit
@@ -95,7 +105,8 @@ class PrefixCachingBlockManager(BlockManager):
 
 # %% ../../nbs/23_prefix_caching.ipynb #2b42c44e
 def find_cached_prefix(pools: list[BlockManager], seq: Sequence) -> int:
-    "Attach the longest prefix of `seq` every pool has cached (never its last token's block); its tokens."
+    """Attach the longest prefix of `seq` every pool has cached (never its last token's block); its
+    tokens."""
     P = pools[0].block_size
     k = (len(seq) - 1) // P if seq.params.prompt_logprobs is None else 0
     hashes = extend_block_hashes(seq, k * P, P)[:k]
@@ -118,12 +129,14 @@ def register_computed_blocks(pools: list[BlockManager], seq: Sequence) -> None:
 
 # %% ../../nbs/23_prefix_caching.ipynb #69d298e8
 class SlidingWindowPrefixCachingBlockManager(PrefixCachingBlockManager, SlidingWindowBlockManager):
-    "A caching pool for a sliding-window stream: a hit needs only the blocks the next query's window reads."
+    """A caching pool for a sliding-window stream: a hit needs only the blocks the next query's
+    window reads."""
 
     def hit_mask(self, hashes: list[bytes]) -> list[bool]:
         "ok[m]: the blocks the window of position m*P reads are all cached."
         cached = [key in self.cached_block_ids for key in hashes]
-        return [all(cached[self.first_live_block(m * self.block_size):m]) for m in range(len(hashes) + 1)]
+        return [all(cached[self.first_live_block(m * self.block_size):m])
+                for m in range(len(hashes) + 1)]
 
     def attach(self, seq: Sequence, hashes: list[bytes], m: int) -> None:
         "Null entries before the window of position m*P, then the cached blocks it reads."
@@ -133,13 +146,16 @@ class SlidingWindowPrefixCachingBlockManager(PrefixCachingBlockManager, SlidingW
         super().attach(seq, hashes[first:], m - first)
 
 # %% ../../nbs/23_prefix_caching.ipynb #c08c1377
-CACHING_POOL_CLASSES = {"full": PrefixCachingBlockManager, "sliding": SlidingWindowPrefixCachingBlockManager}
+CACHING_POOL_CLASSES = {"full": PrefixCachingBlockManager,
+                        "sliding": SlidingWindowPrefixCachingBlockManager}
 
 
 def make_caching_pool(spec: KVStreamSpec, num_blocks: int, block_size: int) -> BlockManager:
-    "A pool that shares cached prefixes where the stream's kind allows it (chapter 20's pool elsewhere)."
+    """A pool that shares cached prefixes where the stream's kind allows it (chapter 20's pool
+    elsewhere)."""
     cls = CACHING_POOL_CLASSES.get(spec.kind)
-    return cls(num_blocks, block_size, spec) if cls is not None else make_pool(spec, num_blocks, block_size)
+    return (cls(num_blocks, block_size, spec) if cls is not None
+            else make_pool(spec, num_blocks, block_size))
 
 
 class PrefixCachingKVCacheManager(KVCacheManager):
@@ -161,7 +177,8 @@ class PrefixCachingKVCacheManager(KVCacheManager):
 # %% ../../nbs/23_prefix_caching.ipynb #315d5859
 def make_kv_cache(groups: dict[str, KVStreamSpec], num_blocks: dict[str, int], block_size: int,
                   caching: bool) -> BlockManager | KVCacheManager:
-    "The KV cache of a model's stream groups: one pool, or a manager over several; with prefix caching or not."
+    """The KV cache of a model's stream groups: one pool, or a manager over several; with prefix
+    caching or not."""
     make = make_caching_pool if caching else make_pool
     pools = [make(spec, num_blocks[g], block_size) for g, spec in groups.items()]
     if len(pools) == 1:

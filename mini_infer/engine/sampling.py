@@ -33,7 +33,8 @@ def _verify_sampling_params(p) -> None:
     check("min_p", real(p.min_p) and 0 <= p.min_p <= 1, "in [0, 1]")
     for name in ("presence_penalty", "frequency_penalty"):
         check(name, real(getattr(p, name)) and -2 <= getattr(p, name) <= 2, "in [-2, 2]")
-    check("repetition_penalty", real(p.repetition_penalty) and p.repetition_penalty > 0, "a finite number > 0")
+    check("repetition_penalty", real(p.repetition_penalty) and p.repetition_penalty > 0,
+          "a finite number > 0")
     check("max_tokens", integer(p.max_tokens) and p.max_tokens >= 1, "an integer >= 1")
     check("min_tokens", integer(p.min_tokens) and 0 <= p.min_tokens <= p.max_tokens,
           f"an integer in [0, max_tokens={p.max_tokens}]")
@@ -41,14 +42,16 @@ def _verify_sampling_params(p) -> None:
         isinstance(p.stop, (list, tuple)) and all(isinstance(s, str) and s for s in p.stop)),
         "a non-empty string or a list of non-empty strings")
     check("stop_token_ids", p.stop_token_ids is None or (
-        isinstance(p.stop_token_ids, (list, tuple)) and all(integer(t) and t >= 0 for t in p.stop_token_ids)),
+        isinstance(p.stop_token_ids, (list, tuple))
+        and all(integer(t) and t >= 0 for t in p.stop_token_ids)),
         "a list of token ids >= 0")
     check("ignore_eos", isinstance(p.ignore_eos, bool), "a bool")
     check("seed", p.seed is None or (integer(p.seed) and -2**63 <= p.seed < 2**63),
           "None or an integer in [-2**63, 2**63 - 1]")
     check("logprobs", count_or_none(p.logprobs), "None or an integer >= 0")
     check("prompt_logprobs", count_or_none(p.prompt_logprobs), "None or an integer >= 0")
-    check("n", p.n == 1 or p.temperature >= _SAMPLING_EPS, "1 when temperature is 0 (greedy samples are identical)")
+    check("n", p.n == 1 or p.temperature >= _SAMPLING_EPS,
+          "1 when temperature is 0 (greedy samples are identical)")
 
 # %% ../../nbs/13_sampling.ipynb #5ab46d5d
 @dataclass
@@ -79,7 +82,8 @@ class SamplingParams:
             self.top_p, self.top_k, self.min_p = 1.0, 0, 0.0
 
     def verify(self) -> None:
-        "Check every field again (a dataclass can be changed after construction); ValueError naming it."
+        """Check every field again (a dataclass can be changed after construction); ValueError
+        naming it."""
         _verify_sampling_params(self)
 
     @property
@@ -90,7 +94,8 @@ class SamplingParams:
 # %% ../../nbs/13_sampling.ipynb #3ed19bc8
 @dataclass
 class SamplingRow:
-    "One running sequence as the sampler sees it: params, prompt and output token ids, its own generator."
+    """One running sequence as the sampler sees it: params, prompt and output token ids, its own
+    generator."""
     params: SamplingParams
     prompt_token_ids: list[int]
     output_token_ids: list[int] = field(default_factory=list)
@@ -98,9 +103,12 @@ class SamplingRow:
 
 # %% ../../nbs/13_sampling.ipynb #8fdc0bcc
 def make_generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
-    "A `torch.Generator` on `device` seeded with `seed`: one per seeded request, one for the engine."
-    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or not -2**63 <= seed < 2**64:
-        raise ValueError(f"seed must be an integer in [-2**63, 2**64 - 1] (torch's range), got {seed!r}")
+    """A `torch.Generator` on `device` seeded with `seed`: one per seeded request, one for the
+    engine."""
+    if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or not
+        -2**63 <= seed < 2**64):
+        raise ValueError("seed must be an integer in [-2**63, 2**64 - 1] (torch's range), got "
+                         f"{seed!r}")
     generator = torch.Generator(device=device)
     generator.manual_seed(int(seed))
     return generator
@@ -124,8 +132,10 @@ class SamplingTensors:
     do_top_k: bool = False
     do_top_p: bool = False
     do_min_p: bool = False
-    seen_mask: torch.Tensor | None = None        # [B, V] bool: in prompt or output (repetition penalty)
-    output_counts: torch.Tensor | None = None    # [B, V] float32: times generated (frequency, presence)
+    # [B, V] bool: in prompt or output (repetition penalty)
+    seen_mask: torch.Tensor | None = None
+    # [B, V] float32: times generated (frequency, presence)
+    output_counts: torch.Tensor | None = None
     min_tokens_mask: torch.Tensor | None = None  # [B, V] bool: stop tokens banned until min_tokens
 
 # %% ../../nbs/13_sampling.ipynb #a8974e98
@@ -135,19 +145,23 @@ def _token_counts(token_ids: list[list[int]], vocab_size: int, device) -> torch.
     padded = torch.tensor([list(t) + [vocab_size] * (length - len(t)) for t in token_ids],
                           dtype=torch.int64).reshape(len(token_ids), length)   # [B, L]
     padded = padded.clamp(max=vocab_size).to(device)
-    counts = torch.zeros(len(token_ids), vocab_size + 1, dtype=torch.float32, device=device)  # [B, V + 1]
+    # [B, V + 1]
+    counts = torch.zeros(len(token_ids), vocab_size + 1, dtype=torch.float32, device=device)
     counts.scatter_add_(1, padded, torch.ones_like(padded, dtype=torch.float32))
     return counts[:, :vocab_size]
 
 # %% ../../nbs/13_sampling.ipynb #20fc6c6b
 def make_sampling_tensors(rows: list[SamplingRow], vocab_size: int, eos_token_ids=(),
                           device: str | torch.device = "cpu") -> SamplingTensors:
-    "Stack the rows' params into [B] tensors and their token history into [B, V] masks, only where needed."
+    """Stack the rows' params into [B] tensors and their token history into [B, V] masks, only where
+    needed."""
     ps = [r.params for r in rows]
     for i, r in enumerate(rows):
         if r.params.seed is not None and r.generator is None:
-            raise ValueError(f"row {i} has seed={r.params.seed} but no generator: create it once with "
-                             "make_generator(seed) when the request is admitted and keep it with the request")
+            raise ValueError(f"row {i} has seed={r.params.seed} but no generator: create it once "
+                             "with "
+                             "make_generator(seed) when the request is admitted and keep it with "
+                             "the request")
     f32 = dict(dtype=torch.float32, device=device)
     t = SamplingTensors(
         temperature=torch.tensor([1.0 if p.is_greedy else p.temperature for p in ps], **f32),
@@ -177,8 +191,10 @@ def make_sampling_tensors(rows: list[SamplingRow], vocab_size: int, eos_token_id
     return t
 
 # %% ../../nbs/13_sampling.ipynb #669d1059
-def apply_repetition_penalty(logits: torch.Tensor, seen_mask: torch.Tensor, penalty: torch.Tensor) -> torch.Tensor:
-    "Divide positive, multiply negative logits of seen tokens by the row's penalty [keskar2019ctrl, CTRL 4.1]."
+def apply_repetition_penalty(logits: torch.Tensor, seen_mask: torch.Tensor,
+                             penalty: torch.Tensor) -> torch.Tensor:
+    """Divide positive, multiply negative logits of seen tokens by the row's penalty
+    [keskar2019ctrl, CTRL 4.1]."""
     theta = penalty[:, None]                                              # [B, 1]
     penalized = torch.where(logits < 0, logits * theta, logits / theta)   # [B, V]
     return torch.where(seen_mask, penalized, logits)
@@ -187,7 +203,8 @@ def apply_repetition_penalty(logits: torch.Tensor, seen_mask: torch.Tensor, pena
 def apply_frequency_presence_penalties(logits: torch.Tensor, output_counts: torch.Tensor,
                                        frequency_penalty: torch.Tensor,
                                        presence_penalty: torch.Tensor) -> torch.Tensor:
-    "Subtract frequency * count and presence * [count > 0] over generated tokens (OpenAI's definition)."
+    """Subtract frequency * count and presence * [count > 0] over generated tokens (OpenAI's
+    definition)."""
     logits = logits - frequency_penalty[:, None] * output_counts                 # [B, V]
     return logits - presence_penalty[:, None] * (output_counts > 0).to(logits.dtype)
 
@@ -198,11 +215,13 @@ def apply_min_tokens(logits: torch.Tensor, min_tokens_mask: torch.Tensor) -> tor
 
 # %% ../../nbs/13_sampling.ipynb #285e150a
 def apply_penalties(logits: torch.Tensor, t: SamplingTensors) -> torch.Tensor:
-    "The processors that may change the argmax: repetition, frequency, presence penalties and min_tokens."
+    """The processors that may change the argmax: repetition, frequency, presence penalties and
+    min_tokens."""
     if t.seen_mask is not None:
         logits = apply_repetition_penalty(logits, t.seen_mask, t.repetition_penalty)
     if t.output_counts is not None:
-        logits = apply_frequency_presence_penalties(logits, t.output_counts, t.frequency_penalty, t.presence_penalty)
+        logits = apply_frequency_presence_penalties(logits, t.output_counts, t.frequency_penalty,
+                                                    t.presence_penalty)
     if t.min_tokens_mask is not None:
         logits = apply_min_tokens(logits, t.min_tokens_mask)
     return logits
@@ -214,7 +233,8 @@ def apply_temperature(logits: torch.Tensor, temperature: torch.Tensor) -> torch.
 
 # %% ../../nbs/13_sampling.ipynb #0839a3da
 def apply_top_k(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
-    "Keep each row's `top_k` largest logits (ties at the boundary kept); rows with top_k = 0 untouched."
+    """Keep each row's `top_k` largest logits (ties at the boundary kept); rows with top_k = 0
+    untouched."""
     k = top_k.clamp(max=logits.shape[-1])                                  # [B]
     active = k > 0
     k_max = int(k.max())
@@ -226,25 +246,28 @@ def apply_top_k(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
 
 # %% ../../nbs/13_sampling.ipynb #d651fa9a
 def apply_top_p(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    "Nucleus filter: keep the most likely tokens of mass >= top_p per row [holtzman2020curious, Eq. 2-3]."
+    """Nucleus filter: keep the most likely tokens of mass >= top_p per row [holtzman2020curious,
+    Eq. 2-3]."""
     sorted_logits, sorted_idx = torch.sort(logits, descending=False)       # [B, V] ascending
     cum_probs = sorted_logits.softmax(dim=-1).cumsum(dim=-1)               # [B, V]
     cutoff = (1 - top_p).to(torch.float32)[:, None]                        # [B, 1]
     remove_sorted = cum_probs <= cutoff
-    remove_sorted[:, -1] = False                                           # keep at least the top token
-    remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)           # back to vocabulary order
+    remove_sorted[:, -1] = False                                       # keep at least the top token
+    remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)       # back to vocabulary order
     return logits.masked_fill(remove & (top_p < 1)[:, None], -math.inf)
 
 # %% ../../nbs/13_sampling.ipynb #6b4b9c14
 def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
-    "Drop tokens below min_p times the row's top probability [nguyen2024minp, Sec. 3]; min_p = 0 keeps all."
+    """Drop tokens below min_p times the row's top probability [nguyen2024minp, Sec. 3]; min_p = 0
+    keeps all."""
     probs = logits.softmax(dim=-1)                                         # [B, V]
     threshold = min_p[:, None] * probs.amax(dim=-1, keepdim=True)          # [B, 1]
     return logits.masked_fill(probs < threshold, -math.inf)
 
 # %% ../../nbs/13_sampling.ipynb #dc17052d
 def apply_filters(logits: torch.Tensor, t: SamplingTensors) -> torch.Tensor:
-    "Temperature, then top-k, top-p and min-p, in `transformers`' order; filters no row uses are skipped."
+    """Temperature, then top-k, top-p and min-p, in `transformers`' order; filters no row uses are
+    skipped."""
     if t.do_temperature:
         logits = apply_temperature(logits, t.temperature)
     if t.do_top_k:
@@ -258,7 +281,8 @@ def apply_filters(logits: torch.Tensor, t: SamplingTensors) -> torch.Tensor:
 # %% ../../nbs/13_sampling.ipynb #f5f0fcac
 def random_sample(probs: torch.Tensor, generators: list[torch.Generator | None],
                   generator: torch.Generator | None = None) -> torch.Tensor:
-    "One token per row by the exponential race argmax(p / E), E ~ Exp(1): torch.multinomial's method."
+    """One token per row by the exponential race argmax(p / E), E ~ Exp(1): torch.multinomial's
+    method."""
     q = torch.empty_like(probs)                                            # [R, V]
     unseeded = [i for i, g in enumerate(generators) if g is None]
     if len(unseeded) == len(generators):
@@ -273,7 +297,8 @@ def random_sample(probs: torch.Tensor, generators: list[torch.Generator | None],
 # %% ../../nbs/13_sampling.ipynb #a400fa5f
 @dataclass
 class Logprobs:
-    "The chosen token's log-probability and rank (1 = most likely), with the top (token_id, logprob) pairs."
+    """The chosen token's log-probability and rank (1 = most likely), with the top (token_id,
+    logprob) pairs."""
     token_id: int
     logprob: float
     rank: int
@@ -282,14 +307,16 @@ class Logprobs:
 # %% ../../nbs/13_sampling.ipynb #a10d9004
 @dataclass
 class SamplerOutput:
-    "One step's result: token ids [B] and, per row, its Logprobs (None where the request did not ask)."
+    """One step's result: token ids [B] and, per row, its Logprobs (None where the request did not
+    ask)."""
     token_ids: torch.Tensor
     logprobs: list[Logprobs | None]
 
 # %% ../../nbs/13_sampling.ipynb #f87891b1
 def gather_logprobs(logprobs: torch.Tensor, token_ids: torch.Tensor,
                     num_logprobs: list[int | None]) -> list[Logprobs | None]:
-    "Per requested row: the token's logprob, its rank (count of tokens at least as likely), the top-n pairs."
+    """Per requested row: the token's logprob, its rank (count of tokens at least as likely), the
+    top-n pairs."""
     out: list[Logprobs | None] = [None] * len(num_logprobs)
     wanted = [i for i, n in enumerate(num_logprobs) if n is not None]
     if not wanted:
@@ -307,36 +334,44 @@ def gather_logprobs(logprobs: torch.Tensor, token_ids: torch.Tensor,
 
 # %% ../../nbs/13_sampling.ipynb #65e0a31f
 def is_plain_greedy(row: SamplingRow, eos_token_ids=()) -> bool:
-    "True when the row's token is just the argmax: greedy, no penalty, no logprobs, no min_tokens ban in force."
+    """True when the row's token is just the argmax: greedy, no penalty, no logprobs, no min_tokens
+    ban in force."""
     p = row.params
     banning = len(row.output_token_ids) < p.min_tokens and (eos_token_ids or p.stop_token_ids)
-    return (p.is_greedy and p.logprobs is None and p.repetition_penalty == 1.0 and p.frequency_penalty == 0.0
+    return (p.is_greedy and p.logprobs is None and p.repetition_penalty == 1.0
+            and p.frequency_penalty == 0.0
             and p.presence_penalty == 0.0 and not banning)
 
 # %% ../../nbs/13_sampling.ipynb #b5011f48
 class Sampler:
-    "Logits [B, V] of one step -> SamplerOutput, each row with its own SamplingParams (vLLM's pipeline)."
+    """Logits [B, V] of one step -> SamplerOutput, each row with its own SamplingParams (vLLM's
+    pipeline)."""
 
-    def __init__(self, eos_token_ids: int | list[int] = (), seed: int = 0, device: str | torch.device = "cpu"):
-        self.eos_token_ids = [eos_token_ids] if isinstance(eos_token_ids, int) else list(eos_token_ids)
+    def __init__(self, eos_token_ids: int | list[int] = (), seed: int = 0, device: str
+                 | torch.device = "cpu"):
+        self.eos_token_ids = ([eos_token_ids] if isinstance(eos_token_ids, int)
+                              else list(eos_token_ids))
         self.generator = make_generator(seed, device)   # shared by requests without a seed
 
     def __call__(self, logits: torch.Tensor, rows: list[SamplingRow]) -> SamplerOutput:
         if logits.dim() != 2 or logits.shape[0] != len(rows):
-            raise ValueError(f"logits must be [B, V] with B = len(rows) = {len(rows)}, got {tuple(logits.shape)}")
+            raise ValueError(f"logits must be [B, V] with B = len(rows) = {len(rows)}, got "
+                             f"{tuple(logits.shape)}")
         logits = logits.to(torch.float32)
-        finite = torch.isfinite(logits.amax(dim=-1))                # [B]: no NaN, no +inf, not all -inf
-        if all(is_plain_greedy(r, self.eos_token_ids) for r in rows):        # no per-row tensors to build
+        finite = torch.isfinite(logits.amax(dim=-1))            # [B]: no NaN, no +inf, not all -inf
+        if all(is_plain_greedy(r, self.eos_token_ids) for r in rows):  # no per-row tensors to build
             return SamplerOutput(torch.where(finite, logits.argmax(dim=-1), -1), [None] * len(rows))
         t = make_sampling_tensors(rows, logits.shape[-1], self.eos_token_ids, logits.device)
         wants_logprobs = any(n is not None for n in t.num_logprobs)
-        raw_logprobs = logits.log_softmax(dim=-1) if wants_logprobs else None     # the model's distribution
+        # the model's distribution
+        raw_logprobs = logits.log_softmax(dim=-1) if wants_logprobs else None
         logits = apply_penalties(logits, t)
-        token_ids = logits.argmax(dim=-1)                                        # greedy; ties -> lowest id
+        token_ids = logits.argmax(dim=-1)                                # greedy; ties -> lowest id
         if t.random_rows:
-            logits = torch.where(finite[:, None], logits, 0.0)                   # a bad row draws harmlessly
+            logits = torch.where(finite[:, None], logits, 0.0)          # a bad row draws harmlessly
             rnd = t.random_rows
             probs = apply_filters(logits, t)[rnd].softmax(dim=-1)                # [R, V]
             token_ids[rnd] = random_sample(probs, [t.generators[i] for i in rnd], self.generator)
-        logprobs = gather_logprobs(raw_logprobs, token_ids, t.num_logprobs) if wants_logprobs else [None] * len(rows)
+        logprobs = (gather_logprobs(raw_logprobs, token_ids, t.num_logprobs) if wants_logprobs
+                    else [None] * len(rows))
         return SamplerOutput(torch.where(finite, token_ids, -1), logprobs)

@@ -18,7 +18,8 @@ from .sequence import Sequence, SequenceStatus
 # %% ../../nbs/22_scheduler.ipynb #e477da4d
 @dataclass
 class SchedulerOutput:
-    "What one step computes: (sequence, number of new tokens) pairs, and who was preempted to make room."
+    """What one step computes: (sequence, number of new tokens) pairs, and who was preempted to make
+    room."""
     scheduled: list[tuple[Sequence, int]] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
 
@@ -27,14 +28,18 @@ class SchedulerOutput:
 
 # %% ../../nbs/22_scheduler.ipynb #1847ded9
 class Scheduler:
-    "Continuous batching with chunked prefill and recompute preemption [yu2022orca; agrawal2024taming]."
+    """Continuous batching with chunked prefill and recompute preemption [yu2022orca;
+    agrawal2024taming]."""
 
-    def __init__(self, block_manager: KVCacheManager, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048):
+    def __init__(self, block_manager: KVCacheManager, max_num_seqs: int = 256,
+                 max_num_batched_tokens: int = 2048):
         if max_num_seqs < 1 or max_num_batched_tokens < 1:
-            raise ValueError(f"max_num_seqs={max_num_seqs} and max_num_batched_tokens={max_num_batched_tokens} "
+            raise ValueError(f"max_num_seqs={max_num_seqs} and "
+                             f"max_num_batched_tokens={max_num_batched_tokens} "
                              "must both be positive")
         if max_num_batched_tokens < block_manager.block_size:
-            raise ValueError(f"max_num_batched_tokens={max_num_batched_tokens} is smaller than the block size "
+            raise ValueError(f"max_num_batched_tokens={max_num_batched_tokens} is smaller than the "
+                             "block size "
                              f"{block_manager.block_size}")
         self.block_manager, self.max_num_seqs = block_manager, max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -53,7 +58,8 @@ class Scheduler:
         return self.max_num_batched_tokens
 
     def num_new_tokens(self, seq: Sequence) -> int:
-        "Tokens a running `seq` would compute now, budget aside: those not in the cache (chapter 50 adds drafts)."
+        """Tokens a running `seq` would compute now, budget aside: those not in the cache (chapter
+        50 adds drafts)."""
         return len(seq) - seq.num_computed_tokens
 
     def _preempt(self, seq: Sequence) -> None:
@@ -74,9 +80,11 @@ class Scheduler:
 @patch
 def schedule(self: Scheduler) -> SchedulerOutput:
     "Plan one step within the token budget [agrawal2024taming, Sec. 4]."
-    out, bm, cap, budget = SchedulerOutput(), self.block_manager, self.max_num_batched_tokens, self.step_budget()
+    out, bm, cap, budget = (SchedulerOutput(), self.block_manager, self.max_num_batched_tokens,
+                            self.step_budget())
     for seq in list(self.running):                                     # oldest first
-        if seq.status is not SequenceStatus.RUNNING or budget == 0:    # preempted above: skip (no list scan)
+        # preempted above: skip (no list scan)
+        if seq.status is not SequenceStatus.RUNNING or budget == 0:
             continue
         n = min(self.num_new_tokens(seq), cap, budget)
         while not bm.allocate_slots(seq, n):
@@ -95,8 +103,8 @@ def schedule(self: Scheduler) -> SchedulerOutput:
         rest = len(seq) - seq.num_computed_tokens
         n = min(rest, cap, budget)
         if seq in out.preempted or not (bm.can_admit(seq, rest, cap) and bm.allocate_slots(seq, n)):
-            bm.free(seq)                                                 # waiting sequences hold no blocks
-            break                                                        # wait for blocks; never preempt for a newcomer
+            bm.free(seq)                             # waiting sequences hold no blocks
+            break                                    # wait for blocks; never preempt for a newcomer
         self.waiting.popleft()
         seq.status = SequenceStatus.RUNNING
         self.running.append(seq)
@@ -106,6 +114,7 @@ def schedule(self: Scheduler) -> SchedulerOutput:
 
 # %% ../../nbs/22_scheduler.ipynb #e248aeed
 class BatchInvariantScheduler(Scheduler):
-    "Chunks cut as if each sequence ran alone; no per-step total (the runner forwards sequences one by one)."
+    """Chunks cut as if each sequence ran alone; no per-step total (the runner forwards sequences
+    one by one)."""
 
     def step_budget(self) -> float: return math.inf

@@ -25,7 +25,8 @@ class Sequence:
     "One sample in flight: tokens, cache position, sampling row, detokenizer, finish state."
 
     def __init__(self, seq_id: int, index: int, prompt_token_ids: list[int], params: SamplingParams,
-                 tokenizer: Tokenizer | None, generator: torch.Generator | None, request_id: str = "",
+                 tokenizer: Tokenizer | None, generator: torch.Generator | None,
+                 request_id: str = "",
                  prompt_text: str | None = None):
         self.seq_id, self.index, self.params, self.request_id = seq_id, index, params, request_id
         self.prompt_text = prompt_text
@@ -33,14 +34,18 @@ class Sequence:
         self.token_ids = list(prompt_token_ids)
         self.num_prompt_tokens = len(prompt_token_ids)
         self.num_computed_tokens = 0                     # tokens whose K/V are in the cache
-        self.num_cached_tokens = 0                       # of those, found in the prefix cache at admission
+        # of those, found in the prefix cache at admission
+        self.num_cached_tokens = 0
         self.block_tables: dict[str, list[int]] = {}     # stream group -> block ids (chapter 20)
-        self.num_skipped_blocks: dict[str, int] = {}     # leading blocks a sliding window no longer reads
+        # leading blocks a sliding window no longer reads
+        self.num_skipped_blocks: dict[str, int] = {}
         self.block_hashes: list = []                     # hashes of full blocks (prefix caching)
         self.num_emitted_chars = 0                       # text already handed to a streaming client
-        self.num_streamed_tokens = 0                     # output tokens already handed to a streaming client
+        # output tokens already handed to a streaming client
+        self.num_streamed_tokens = 0
         self.row = SamplingRow(params, self.token_ids[: self.num_prompt_tokens], [], generator)
-        self.detok = IncrementalDetokenizer(tokenizer, prompt_token_ids) if tokenizer is not None else None
+        self.detok = (IncrementalDetokenizer(tokenizer, prompt_token_ids) if tokenizer is not None
+                      else None)
         self.text, self.finish_reason = "", None
         self.error: str | None = None                    # why, when finish_reason is "error"
         self.logprobs: list = [] if params.logprobs is not None else None
@@ -51,14 +56,16 @@ class Sequence:
     def output_token_ids(self) -> list[int]: return self.token_ids[self.num_prompt_tokens:]
 
     @property
-    def num_output_tokens(self) -> int: return len(self.token_ids) - self.num_prompt_tokens   # no copy
+    # no copy
+    def num_output_tokens(self) -> int: return len(self.token_ids) - self.num_prompt_tokens
 
     @property
     def is_finished(self) -> bool: return self.finish_reason is not None
 
     @property
     def block_table(self) -> list[int]:
-        "The block table of the `full` stream group, the only one most models have ([] before any block)."
+        """The block table of the `full` stream group, the only one most models have ([] before any
+        block)."""
         return self.block_tables.get("full", [])
 
     @block_table.setter
@@ -72,7 +79,8 @@ class Sequence:
 
 # %% ../../nbs/15_sequence.ipynb #bcaddac6
 def find_stop_string(text: str, delta_len: int, stops: list[str]) -> int:
-    "Index in `text` where the earliest stop string starts, searching only where the last delta could complete one; -1 if none."
+    """Index in `text` where the earliest stop string starts, searching only where the last delta
+    could complete one; -1 if none."""
     best = -1
     for s in stops:
         i = text.find(s, max(0, len(text) - delta_len - len(s) + 1))
@@ -81,7 +89,8 @@ def find_stop_string(text: str, delta_len: int, stops: list[str]) -> int:
     return best
 
 # %% ../../nbs/15_sequence.ipynb #3b3d0d1a
-def append_token(seq: Sequence, token_id: int, logprobs, eos_token_ids: set[int], max_model_len: int) -> None:
+def append_token(seq: Sequence, token_id: int, logprobs, eos_token_ids: set[int],
+                 max_model_len: int) -> None:
     "Add a sampled token to `seq`, extend its text, and set `finish_reason` if a stop rule fires."
     seq.token_ids.append(token_id)
     seq.row.output_token_ids.append(token_id)
@@ -90,19 +99,22 @@ def append_token(seq: Sequence, token_id: int, logprobs, eos_token_ids: set[int]
         seq.cumulative_logprob += logprobs.logprob
     delta = seq.detok.add([token_id]) if seq.detok is not None else ""
     p, n = seq.params, seq.num_output_tokens
-    if n >= p.min_tokens and ((token_id in eos_token_ids and not p.ignore_eos) or token_id in p.stop_token_ids):
+    if (n >= p.min_tokens
+        and ((token_id in eos_token_ids and not p.ignore_eos) or token_id in p.stop_token_ids)):
         seq.finish_reason = "stop"
     elif n >= p.max_tokens or len(seq.token_ids) >= max_model_len:
         seq.finish_reason = "length"
     if seq.finish_reason is not None and seq.detok is not None:
-        delta += seq.detok.flush()                    # bytes held back for a character that never completes
+        delta += seq.detok.flush()            # bytes held back for a character that never completes
     seq.text += delta
     if p.stop and n >= p.min_tokens and (i := find_stop_string(seq.text, len(delta), p.stop)) != -1:
-        seq.text, seq.finish_reason = seq.text[:i], "stop"       # the text the flush released is searched too
+        # the text the flush released is searched too
+        seq.text, seq.finish_reason = seq.text[:i], "stop"
 
 # %% ../../nbs/15_sequence.ipynb #9f77f651
 def stream_delta(seq: Sequence) -> str:
-    "The text `seq` may show now that it has not shown before, holding back a possible stop-string prefix."
+    """The text `seq` may show now that it has not shown before, holding back a possible stop-string
+    prefix."""
     hold = 0 if seq.is_finished or not seq.params.stop else max(len(s) for s in seq.params.stop) - 1
     end = max(seq.num_emitted_chars, len(seq.text) - hold)
     delta, seq.num_emitted_chars = seq.text[seq.num_emitted_chars:end], end

@@ -53,8 +53,10 @@ def _read_gguf_value(buf: memoryview, offset: int, value_type: int) -> tuple[obj
     return struct.unpack_from(fmt, buf, offset)[0], offset + struct.calcsize(fmt)
 
 # %% ../../nbs/14_tokenizer.ipynb #7593b525
-def read_gguf_metadata(path: str | Path, prefixes: tuple[str, ...] = ("tokenizer.", "general.")) -> dict:
-    "The GGUF header's key/value metadata whose keys start with one of `prefixes` (tensors are not read)."
+def read_gguf_metadata(path: str | Path,
+                       prefixes: tuple[str, ...] = ("tokenizer.", "general.")) -> dict:
+    """The GGUF header's key/value metadata whose keys start with one of `prefixes` (tensors are not
+    read)."""
     path = Path(path)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         buf = memoryview(mm)
@@ -76,8 +78,10 @@ def read_gguf_metadata(path: str | Path, prefixes: tuple[str, ...] = ("tokenizer
             buf.release()
 
 # %% ../../nbs/14_tokenizer.ipynb #2842db35
-def merges_from_vocab(vocab: dict[str, int], scores: dict[str, float] | None = None) -> list[tuple[str, str]]:
-    "BPE merges implied by a vocabulary: each split of a token into two tokens, best first [sennrich2016neural]."
+def merges_from_vocab(vocab: dict[str, int], scores: dict[str, float]
+                      | None = None) -> list[tuple[str, str]]:
+    """BPE merges implied by a vocabulary: each split of a token into two tokens, best first
+    [sennrich2016neural]."""
     ranking = scores if scores is not None else vocab
     merges = []
     for piece, rank in ranking.items():
@@ -91,7 +95,8 @@ def merges_from_vocab(vocab: dict[str, int], scores: dict[str, float] | None = N
 @functools.cache
 def bytes_to_unicode() -> dict[int, str]:
     "GPT-2's byte alphabet: each byte 0..255 spelled as one printable Unicode character."
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
     shifted = [b for b in range(256) if b not in printable]
     return {**{b: chr(b) for b in printable}, **{b: chr(256 + n) for n, b in enumerate(shifted)}}
 
@@ -101,13 +106,15 @@ _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1
 _QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 GGUF_PRE_TOKENIZER_SPLITS = {
-    "llama3": _LLAMA3_SPLIT, "llama-v3": _LLAMA3_SPLIT, "llama-bpe": _LLAMA3_SPLIT, "smaug-bpe": _LLAMA3_SPLIT,
+    "llama3": _LLAMA3_SPLIT, "llama-v3": _LLAMA3_SPLIT, "llama-bpe": _LLAMA3_SPLIT,
+    "smaug-bpe": _LLAMA3_SPLIT,
     "qwen2": _QWEN2_SPLIT, "deepseek-r1-qwen": _QWEN2_SPLIT,
 }
 
 # %% ../../nbs/14_tokenizer.ipynb #6efc1329
 def byte_level_bpe(metadata: dict) -> BackendTokenizer:
-    "A byte-level BPE `tokenizers.Tokenizer` from GGUF `gpt2` tokenizer metadata [sennrich2016neural]."
+    """A byte-level BPE `tokenizers.Tokenizer` from GGUF `gpt2` tokenizer metadata
+    [sennrich2016neural]."""
     alphabet = bytes_to_unicode()
     spelled = set(alphabet.values())
     tokens = metadata["tokenizer.ggml.tokens"]
@@ -115,25 +122,32 @@ def byte_level_bpe(metadata: dict) -> BackendTokenizer:
              for i, t in enumerate(tokens)}
     merges = ([tuple(m.split(" ")) for m in metadata["tokenizer.ggml.merges"]]
               if "tokenizer.ggml.merges" in metadata else merges_from_vocab(vocab))
-    backend = BackendTokenizer(BPE(vocab=vocab, merges=merges, dropout=None, continuing_subword_prefix="",
+    backend = BackendTokenizer(BPE(vocab=vocab, merges=merges, dropout=None,
+                                   continuing_subword_prefix="",
                                    end_of_word_suffix="", fuse_unk=False))
     split = GGUF_PRE_TOKENIZER_SPLITS.get(metadata.get("tokenizer.ggml.pre"))
     if split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
-        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), behavior="isolated"),
-                                                         pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                                                                  use_regex=False)])
+        backend.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     backend.decoder = decoders.ByteLevel()
     return backend
 
 # %% ../../nbs/14_tokenizer.ipynb #bb8914b3
 def sentencepiece_bpe(metadata: dict) -> BackendTokenizer:
-    "A SentencePiece-style BPE `tokenizers.Tokenizer` from GGUF `llama` tokenizer metadata [kudo2018sentencepiece]."
+    """A SentencePiece-style BPE `tokenizers.Tokenizer` from GGUF `llama` tokenizer metadata
+    [kudo2018sentencepiece]."""
     architecture = metadata.get("general.architecture", "llama")
     if architecture == "phi3":
-        raise NotImplementedError("GGUF SentencePiece tokenizer of architecture 'phi3' is not supported")
-    tokens, is_gemma = metadata["tokenizer.ggml.tokens"], architecture in ("gemma", "gemma2", "gemma3")
+        raise NotImplementedError("GGUF SentencePiece tokenizer of architecture 'phi3' is not "
+                                  "supported")
+    tokens, is_gemma = (metadata["tokenizer.ggml.tokens"],
+                        architecture in ("gemma", "gemma2", "gemma3"))
     if is_gemma:
         tokens = ["▁" * len(t) if " " in t and not t.strip() else t for t in tokens]
         scores = {t: -float(i) for i, t in enumerate(tokens)}
@@ -142,14 +156,16 @@ def sentencepiece_bpe(metadata: dict) -> BackendTokenizer:
     vocab = {t: i for i, t in enumerate(tokens)}
     merges = ([tuple(m.split(" ")) for m in metadata["tokenizer.ggml.merges"]]
               if "tokenizer.ggml.merges" in metadata else merges_from_vocab(vocab, scores))
-    backend = BackendTokenizer(BPE(vocab=vocab, merges=merges, dropout=None, fuse_unk=True, byte_fallback=True,
+    backend = BackendTokenizer(BPE(vocab=vocab, merges=merges, dropout=None, fuse_unk=True,
+                                   byte_fallback=True,
                                    unk_token="<unk>" if is_gemma else None))
     steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
     if is_gemma:
         backend.normalizer = normalizers.Replace(" ", "▁")
         backend.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous")
     else:
-        backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+        backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first",
+                                                         split=False)
         steps.append(decoders.Strip(" ", 1, 0))
     backend.decoder = decoders.Sequence(steps)
     return backend
@@ -159,8 +175,10 @@ _GGUF_CONTROL, _GGUF_USER_DEFINED = 3, 4
 
 
 def register_added_tokens(backend: BackendTokenizer, special_tokens: dict[str, str | None],
-                       token_types: list[int] = (), tokens: list[str] = (), byte_level: bool = False) -> None:
-    "Register control, user-defined and named special tokens as added tokens, matched whole in text."
+                       token_types: list[int] = (), tokens: list[str] = (),
+                       byte_level: bool = False) -> None:
+    """Register control, user-defined and named special tokens as added tokens, matched whole in
+    text."""
     spelled = set(bytes_to_unicode().values())
     control = [t for t, kind in zip(tokens, token_types)
                if kind == _GGUF_CONTROL and (not byte_level or set(t) <= spelled)]
@@ -169,23 +187,33 @@ def register_added_tokens(backend: BackendTokenizer, special_tokens: dict[str, s
     named = [t for t in special_tokens.values() if t is not None and t not in already_added]
     backend.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in control])
     vocab = backend.get_vocab()
-    backend.add_tokens([AddedToken(t, normalized=False, special=False) for t in user_defined if t in vocab])
-    backend.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in dict.fromkeys(named)])
+    backend.add_tokens([AddedToken(t, normalized=False, special=False) for t in user_defined
+                        if t in vocab])
+    backend.add_special_tokens([AddedToken(t, normalized=False, special=True)
+                                for t in dict.fromkeys(named)])
 
 # %% ../../nbs/14_tokenizer.ipynb #396b8984
 def set_post_processor(backend: BackendTokenizer, bos_token: str | None, eos_token: str | None,
                        add_bos_token: bool, add_eos_token: bool) -> None:
-    "Make `encode(..., add_special_tokens=True)` put `bos` before and `eos` after the ids when asked to."
-    add_bos, add_eos = add_bos_token and bos_token is not None, add_eos_token and eos_token is not None
-    single = f"{bos_token + ':0 ' if add_bos else ''}$A:0{' ' + eos_token + ':0' if add_eos else ''}"
-    pair = f"{single}{' ' + bos_token + ':1' if add_bos else ''} $B:1{' ' + eos_token + ':1' if add_eos else ''}"
+    """Make `encode(..., add_special_tokens=True)` put `bos` before and `eos` after the ids when
+    asked to."""
+    add_bos, add_eos = (add_bos_token and bos_token is not None, add_eos_token
+                        and eos_token is not None)
+    single = (
+        f"{bos_token + ':0 ' if add_bos else ''}$A:0{' ' + eos_token + ':0' if add_eos else ''}"
+    )
+    pair = (f"{single}{' ' + bos_token + ':1' if add_bos else ''} "
+            f"$B:1{' ' + eos_token + ':1' if add_eos else ''}")
     special = ([(bos_token, backend.token_to_id(bos_token))] if add_bos else []) + \
               ([(eos_token, backend.token_to_id(eos_token))] if add_eos else [])
-    backend.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=special)
+    backend.post_processor = processors.TemplateProcessing(single=single, pair=pair,
+                                                           special_tokens=special)
 
 # %% ../../nbs/14_tokenizer.ipynb #c36e77ca
-_GGUF_SPECIAL_IDS = {"bos_token": "tokenizer.ggml.bos_token_id", "eos_token": "tokenizer.ggml.eos_token_id",
-                     "unk_token": "tokenizer.ggml.unknown_token_id", "pad_token": "tokenizer.ggml.padding_token_id"}
+_GGUF_SPECIAL_IDS = {"bos_token": "tokenizer.ggml.bos_token_id",
+                     "eos_token": "tokenizer.ggml.eos_token_id",
+                     "unk_token": "tokenizer.ggml.unknown_token_id",
+                     "pad_token": "tokenizer.ggml.padding_token_id"}
 GGUF_TOKENIZER_MODELS = {"gpt2": byte_level_bpe, "llama": sentencepiece_bpe}
 
 
@@ -194,14 +222,17 @@ def load_gguf_tokenizer(path: str | Path) -> tuple[BackendTokenizer, dict, str |
     metadata = read_gguf_metadata(path)
     model = metadata.get("tokenizer.ggml.model")
     if model not in GGUF_TOKENIZER_MODELS:
-        raise NotImplementedError(f"{Path(path).name}: GGUF tokenizer model {model!r} is not supported; "
+        raise NotImplementedError(f"{Path(path).name}: GGUF tokenizer model {model!r} is not "
+                                  "supported; "
                                   f"supported: {sorted(GGUF_TOKENIZER_MODELS)}")
     backend = GGUF_TOKENIZER_MODELS[model](metadata)
     tokens = metadata["tokenizer.ggml.tokens"]
-    special = {name: tokens[metadata[key]] if key in metadata else None for name, key in _GGUF_SPECIAL_IDS.items()}
+    special = {name: tokens[metadata[key]] if key in metadata else None for name,
+               key in _GGUF_SPECIAL_IDS.items()}
     if metadata.get("general.architecture", "").startswith("gemma") and "<mask>" in tokens:
         special["mask_token"] = "<mask>"
-    register_added_tokens(backend, special, metadata.get("tokenizer.ggml.token_type", []), tokens, model == "gpt2")
+    register_added_tokens(backend, special, metadata.get("tokenizer.ggml.token_type", []), tokens,
+                          model == "gpt2")
     set_post_processor(backend, special["bos_token"], special["eos_token"],
                        metadata.get("tokenizer.ggml.add_bos_token", model == "llama"),
                        metadata.get("tokenizer.ggml.add_eos_token", False))
@@ -214,10 +245,12 @@ def _read_json(path: Path) -> dict:
 
 
 def load_dir_tokenizer(path: str | Path) -> tuple[BackendTokenizer, dict, str | None, list[int]]:
-    "`(backend, special_tokens, chat_template, extra_eos_ids)` from a Hugging Face checkpoint directory."
+    """`(backend, special_tokens, chat_template, extra_eos_ids)` from a Hugging Face checkpoint
+    directory."""
     path = Path(path)
     if not (path / "tokenizer.json").is_file():
-        raise FileNotFoundError(f"no tokenizer.json in {path} (a tokenizer directory needs tokenizer.json)")
+        raise FileNotFoundError(f"no tokenizer.json in {path} (a tokenizer directory needs "
+                                "tokenizer.json)")
     backend = BackendTokenizer.from_file(str(path / "tokenizer.json"))
     config = _read_json(path / "tokenizer_config.json")
     special = {}
@@ -253,14 +286,17 @@ def _raise_exception(message: str):
 
 def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
     "JSON without HTML escaping, as chat templates expect."
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
 
 
 @functools.lru_cache(maxsize=16)
 def compile_chat_template(template: str) -> jinja2.Template:
-    "Compile a chat template in a sandboxed Jinja environment configured as `transformers` configures it."
+    """Compile a chat template in a sandboxed Jinja environment configured as `transformers`
+    configures it."""
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                       extensions=[GenerationTag, jinja2.ext.loopcontrols])
+                                                       extensions=[GenerationTag,
+                                                                   jinja2.ext.loopcontrols])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
@@ -300,7 +336,8 @@ class Tokenizer:
 
     def convert_ids_to_tokens(self, ids: int | list[int]) -> str | list[str]:
         "Token strings of `ids` (byte-level tokens in the byte alphabet)."
-        return self.backend.id_to_token(ids) if isinstance(ids, int) else [self.backend.id_to_token(i) for i in ids]
+        return (self.backend.id_to_token(ids) if isinstance(ids, int)
+                else [self.backend.id_to_token(i) for i in ids])
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         "Token ids of `text`; special-token text is matched whole."
@@ -310,14 +347,17 @@ class Tokenizer:
         "Text of `ids`."
         return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True, tokenize: bool = False,
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True,
+                            tokenize: bool = False,
                             **kwargs) -> str | list[int]:
         "Render `messages` with the chat template (text, or ids when `tokenize`)."
         if self.chat_template is None:
             raise ValueError("this tokenizer has no chat template (none in tokenizer_config.json, "
-                             "chat_template.jinja or the GGUF metadata): pass token ids or plain text")
+                             "chat_template.jinja or the GGUF metadata): pass token ids or plain "
+                             "text")
         if not all(isinstance(m, dict) for m in messages):
-            raise TypeError(f"chat messages must be dicts with 'role' and 'content', got {messages!r}")
+            raise TypeError("chat messages must be dicts with 'role' and 'content', got "
+                            f"{messages!r}")
         variables = {**self.special_tokens, "tools": None, "documents": None, **kwargs}
         text = compile_chat_template(self.chat_template).render(
             messages=messages, add_generation_prompt=add_generation_prompt, **variables)
@@ -325,9 +365,11 @@ class Tokenizer:
 
 # %% ../../nbs/14_tokenizer.ipynb #04e24214
 class IncrementalDetokenizer:
-    "Stream the text of generated ids: decode a short window and diff, holding back split characters."
+    """Stream the text of generated ids: decode a short window and diff, holding back split
+    characters."""
 
-    def __init__(self, tokenizer: Tokenizer, prompt_ids: list[int], skip_special_tokens: bool = True):
+    def __init__(self, tokenizer: Tokenizer, prompt_ids: list[int],
+                 skip_special_tokens: bool = True):
         self.tokenizer = tokenizer
         self.skip_special_tokens = skip_special_tokens
         self.token_ids = list(prompt_ids)
@@ -341,8 +383,10 @@ class IncrementalDetokenizer:
         return self.token_ids[self.num_prompt_tokens:]
 
     def _emit(self, hold_incomplete: bool) -> str:
-        "Decode the window, append and return the new text (none while it ends in a split character)."
-        decode = functools.partial(self.tokenizer.decode, skip_special_tokens=self.skip_special_tokens)
+        """Decode the window, append and return the new text (none while it ends in a split
+        character)."""
+        decode = functools.partial(self.tokenizer.decode,
+                                   skip_special_tokens=self.skip_special_tokens)
         prefix_text = decode(self.token_ids[self.prefix_offset:self.read_offset])
         new_text = decode(self.token_ids[self.prefix_offset:])
         if len(new_text) <= len(prefix_text) or (hold_incomplete and new_text.endswith("\ufffd")):
@@ -358,5 +402,6 @@ class IncrementalDetokenizer:
         return self._emit(hold_incomplete=True)
 
     def flush(self) -> str:
-        "Return the text still held back (an incomplete character at the very end decodes as U+FFFD)."
+        """Return the text still held back (an incomplete character at the very end decodes as
+        U+FFFD)."""
         return self._emit(hold_incomplete=False)

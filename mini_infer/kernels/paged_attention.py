@@ -18,9 +18,11 @@ from ..engine_config import KERNELS, KernelSet
 from ..layers.attention import AttentionMetadata, gather_paged
 
 # %% ../../nbs/21_paged_attention.ipynb #7a0a276a
-def kv_block_range(seq_lens: list[int], num_q: int, block_size: int, sliding_window: int | None = None
+def kv_block_range(seq_lens: list[int], num_q: int, block_size: int, sliding_window: int
+                   | None = None
                    ) -> tuple[list[int], list[int]]:
-    "First and last block-table index holding a key that the last `num_q` queries of each sequence can see."
+    """First and last block-table index holding a key that the last `num_q` queries of each sequence
+    can see."""
     last = [(length - 1) // block_size for length in seq_lens]
     if sliding_window is None:
         return [0] * len(seq_lens), last
@@ -28,8 +30,10 @@ def kv_block_range(seq_lens: list[int], num_q: int, block_size: int, sliding_win
     return first, last
 
 # %% ../../nbs/21_paged_attention.ipynb #0cb18896
-def paged_block_ids(block_tables: torch.Tensor, first_block: list[int], last_block: list[int]) -> torch.Tensor:
-    "Block ids [B, nb] of table entries first..last of each row, short rows padded with their own last block."
+def paged_block_ids(block_tables: torch.Tensor, first_block: list[int],
+                    last_block: list[int]) -> torch.Tensor:
+    """Block ids [B, nb] of table entries first..last of each row, short rows padded with their own
+    last block."""
     dev = block_tables.device
     first = torch.tensor(first_block, dtype=torch.int64, device=dev)[:, None]           # [B, 1]
     last = torch.tensor(last_block, dtype=torch.int64, device=dev)[:, None]             # [B, 1]
@@ -39,12 +43,15 @@ def paged_block_ids(block_tables: torch.Tensor, first_block: list[int], last_blo
 
 # %% ../../nbs/21_paged_attention.ipynb #6c445f95
 def decode_chunk_size(max_keys: int, bytes_per_key: int, budget: int = 4 << 20) -> int:
-    "How many sequences of up to `max_keys` keys (`bytes_per_key` of K and V each) to gather at once."
+    """How many sequences of up to `max_keys` keys (`bytes_per_key` of K and V each) to gather at
+    once."""
     return max(1, budget // max(1, max_keys * bytes_per_key))
 
 # %% ../../nbs/21_paged_attention.ipynb #a6b62ca9
-def _gather_plan(md: AttentionMetadata, seq_ids: tuple, n: int, sliding_window: int | None, dev) -> tuple:
-    "(block ids [B*nb], keys read S, slots to zero or None, allowed mask [B, n, S]) for these sequences, memoised per step."
+def _gather_plan(md: AttentionMetadata, seq_ids: tuple, n: int, sliding_window: int | None,
+                 dev) -> tuple:
+    """(block ids [B*nb], keys read S, slots to zero or None, allowed mask [B, n, S]) for these
+    sequences, memoised per step."""
     key = ("paged_gather", seq_ids, n, sliding_window)
     if key in md.scratch:
         return md.scratch[key]
@@ -52,66 +59,86 @@ def _gather_plan(md: AttentionMetadata, seq_ids: tuple, n: int, sliding_window: 
     lens = [md.seq_lens_cpu[i] for i in seq_ids]
     first, last = kv_block_range(lens, n, p, sliding_window)
     block_ids = paged_block_ids(md.block_tables[list(seq_ids)], first, last).flatten()  # [B * nb]
-    spans = [length - f * p for length, f in zip(lens, first)]                          # keys each row reads
+    # keys each row reads
+    spans = [length - f * p for length, f in zip(lens, first)]
     seq_lens = torch.tensor(lens, device=dev)[:, None]                                   # [B, 1]
-    k_pos = torch.tensor(first, device=dev)[:, None] * p + torch.arange(max(spans), device=dev)  # [B, S]
-    zero = (k_pos >= seq_lens) if min(spans) < max(spans) else None                     # padding slots
-    q_pos = seq_lens - n + torch.arange(n, device=dev)                                   # [B, n]
-    allowed = k_pos[:, None, :] <= q_pos[:, :, None]                                     # [B, n, S] causal
+    # [B, S]
+    k_pos = torch.tensor(first, device=dev)[:, None] * p + torch.arange(max(spans), device=dev)
+    zero = (k_pos >= seq_lens) if min(spans) < max(spans) else None                  # padding slots
+    q_pos = seq_lens - n + torch.arange(n, device=dev)                            # [B, n]
+    allowed = k_pos[:, None, :] <= q_pos[:, :, None]                              # [B, n, S] causal
     if sliding_window is not None:
-        allowed &= k_pos[:, None, :] > q_pos[:, :, None] - sliding_window                # [jiang2023mistral]
+        allowed &= k_pos[:, None, :] > q_pos[:, :, None] - sliding_window       # [jiang2023mistral]
     md.scratch[key] = (block_ids, max(spans), zero, allowed)
     return md.scratch[key]
 
 # %% ../../nbs/21_paged_attention.ipynb #83e28b7d
-def paged_attention_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                          seq_ids: list[int], scale: float, sliding_window: int | None = None) -> torch.Tensor:
-    "Eq. 1 for the last n queries q [B, n, H, D] of sequences `seq_ids`, K/V gathered by block [kwon2023efficient]."
+def paged_attention_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                          md: AttentionMetadata,
+                          seq_ids: list[int], scale: float, sliding_window: int
+                          | None = None) -> torch.Tensor:
+    """Eq. 1 for the last n queries q [B, n, H, D] of sequences `seq_ids`, K/V gathered by block
+    [kwon2023efficient]."""
     b, n, h, d = q.shape
     hkv = k_cache.shape[2]
     block_ids, span, zero, allowed = _gather_plan(md, tuple(seq_ids), n, sliding_window, q.device)
-    k = k_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, :span]               # [B, S, Hkv, D]
-    v = v_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, :span]               # [B, S, Hkv, D]
+    k = k_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, :span]            # [B, S, Hkv, D]
+    v = v_cache.index_select(0, block_ids).view(b, -1, hkv, d)[:, :span]            # [B, S, Hkv, D]
     if zero is not None:
-        v[zero] = 0.0                                                   # unwritten slots may hold NaN
-    if n == 1:                                    # decode: one fused SDPA call, grouped heads without copies
+        v[zero] = 0.0                                                 # unwritten slots may hold NaN
+    if n == 1:                           # decode: one fused SDPA call, grouped heads without copies
         if zero is not None:
-            k[zero] = 0.0                             # SDPA adds its mask to the scores: NaN keys must go too
+            k[zero] = 0.0                   # SDPA adds its mask to the scores: NaN keys must go too
         o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                           attn_mask=allowed[:, None], scale=scale, enable_gqa=True)  # [B, H, 1, D]
-        return o.transpose(1, 2)                                                         # [B, 1, H, D]
-    q_g = q.view(b, n, hkv, h // hkv, d).permute(0, 2, 3, 1, 4).reshape(b, hkv, -1, d)  # [B, Hkv, G*n, D]
-    scores = torch.stack([q_g[:, j] @ k[:, :, j].transpose(1, 2) for j in range(hkv)], 1) * scale  # Eq. 1
-    scores = scores.view(b, hkv, -1, n, k.shape[1])                                     # [B, Hkv, G, n, S]
+                                           # [B, H, 1, D]
+                                           attn_mask=allowed[:, None], scale=scale, enable_gqa=True)
+        return o.transpose(1, 2)                                                      # [B, 1, H, D]
+    # [B, Hkv, G*n, D]
+    q_g = q.view(b, n, hkv, h // hkv, d).permute(0, 2, 3, 1, 4).reshape(b, hkv, -1, d)
+    # Eq. 1
+    scores = torch.stack([q_g[:, j] @ k[:, :, j].transpose(1, 2) for j in range(hkv)], 1) * scale
+    scores = scores.view(b, hkv, -1, n, k.shape[1])                              # [B, Hkv, G, n, S]
     scores = torch.where(allowed[:, None, None], scores, torch.finfo(scores.dtype).min)
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype).flatten(2, 3)  # [B, Hkv, G*n, S]
-    out = torch.stack([probs[:, j] @ v[:, :, j] for j in range(hkv)], 1)                # [B, Hkv, G*n, D]
-    return out.view(b, hkv, -1, n, d).permute(0, 3, 1, 2, 4).reshape(b, n, h, d)        # [B, n, H, D]
+    # [B, Hkv, G*n, S]
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype).flatten(2, 3)
+    out = torch.stack([probs[:, j] @ v[:, :, j] for j in range(hkv)], 1)          # [B, Hkv, G*n, D]
+    return out.view(b, hkv, -1, n, d).permute(0, 3, 1, 2, 4).reshape(b, n, h, d)  # [B, n, H, D]
 
 # %% ../../nbs/21_paged_attention.ipynb #b32efc02
-def check_attention_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+def check_attention_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                           md: AttentionMetadata,
                            sliding_window: int | None = None) -> None:
-    "Raise ValueError unless q [T, H, D], caches [N, P, Hkv, D] and `md` describe one consistent batch."
+    """Raise ValueError unless q [T, H, D], caches [N, P, Hkv, D] and `md` describe one consistent
+    batch."""
     if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
-        raise ValueError(f"want q [T, H, D] and two equal caches [N, P, Hkv, D], got q {tuple(q.shape)}, "
+        raise ValueError("want q [T, H, D] and two equal caches [N, P, Hkv, D], got q "
+                         f"{tuple(q.shape)}, "
                          f"k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}")
     if q.shape[1] % k_cache.shape[2]:
-        raise ValueError(f"{q.shape[1]} query heads are not a multiple of {k_cache.shape[2]} KV heads")
+        raise ValueError(f"{q.shape[1]} query heads are not a multiple of {k_cache.shape[2]} KV "
+                         "heads")
     if q.shape[2] != k_cache.shape[3] or k_cache.shape[1] != md.block_size:
-        raise ValueError(f"head dim {q.shape[2]} vs {k_cache.shape[3]}, block size {k_cache.shape[1]} vs "
+        raise ValueError(f"head dim {q.shape[2]} vs {k_cache.shape[3]}, block size "
+                         f"{k_cache.shape[1]} vs "
                          f"metadata {md.block_size}")
     if q.shape[0] != (md.cu_seqlens_q_cpu or [0])[-1]:
-        raise ValueError(f"q has {q.shape[0]} tokens but the metadata packs {(md.cu_seqlens_q_cpu or [0])[-1]}")
+        raise ValueError(f"q has {q.shape[0]} tokens but the metadata packs "
+                         f"{(md.cu_seqlens_q_cpu or [0])[-1]}")
     if sliding_window is not None and sliding_window < 1:
-        raise ValueError(f"sliding_window={sliding_window} must be at least 1 (a token sees itself)")
+        raise ValueError(
+            f"sliding_window={sliding_window} must be at least 1 (a token sees itself)"
+        )
 
 # %% ../../nbs/21_paged_attention.ipynb #553b96cb
-def _decode_chunks(md: AttentionMetadata, sliding_window: int | None, bytes_per_key: int, dev) -> list:
-    "[(sequence ids, their packed rows)] of the decoding sequences, shortest first, in cache-sized chunks; memoised per step."
+def _decode_chunks(md: AttentionMetadata, sliding_window: int | None, bytes_per_key: int,
+                   dev) -> list:
+    """[(sequence ids, their packed rows)] of the decoding sequences, shortest first, in cache-sized
+    chunks; memoised per step."""
     key = ("paged_decode_chunks", sliding_window, bytes_per_key)
     if key not in md.scratch:
         cu, lens = md.cu_seqlens_q_cpu, md.seq_lens_cpu
-        decode = sorted((i for i in range(md.num_seqs) if cu[i + 1] - cu[i] == 1), key=lens.__getitem__)
+        decode = sorted((i for i in range(md.num_seqs) if cu[i + 1] - cu[i] == 1),
+                        key=lens.__getitem__)
         max_keys = max((lens[i] for i in decode), default=1)
         if sliding_window is not None:
             max_keys = min(max_keys, sliding_window + md.block_size)
@@ -121,50 +148,65 @@ def _decode_chunks(md: AttentionMetadata, sliding_window: int | None, bytes_per_
     return md.scratch[key]
 
 # %% ../../nbs/21_paged_attention.ipynb #2957b6f0
-def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                  seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
-    "Eq. 1 for the prefill chunks `seq_ids`, one sequence at a time, in the reference's order of operations."
+def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                  md: AttentionMetadata,
+                  seq_ids: list[int], scale: float, sliding_window: int | None,
+                  out: torch.Tensor) -> None:
+    """Eq. 1 for the prefill chunks `seq_ids`, one sequence at a time, in the reference's order of
+    operations."""
     cu = md.cu_seqlens_q_cpu
     for i in seq_ids:
-        q_i = q[None, cu[i] : cu[i + 1]]                                                 # [1, n, H, D]
-        out[cu[i] : cu[i + 1]] = paged_attention_group(q_i, k_cache, v_cache, md, [i], scale, sliding_window)[0]
+        q_i = q[None, cu[i] : cu[i + 1]]                                              # [1, n, H, D]
+        out[cu[i] : cu[i + 1]] = paged_attention_group(q_i, k_cache, v_cache, md, [i], scale,
+                                                       sliding_window)[0]
 
 # %% ../../nbs/21_paged_attention.ipynb #e64390b8
-def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                    scale: float, sliding_window: int | None = None, *, out: torch.Tensor | None = None
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    md: AttentionMetadata,
+                    scale: float, sliding_window: int | None = None, *, out: torch.Tensor
+                    | None = None
                     ) -> torch.Tensor:
-    "Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], batched over sequences (Eq. 1) [kwon2023efficient]."
+    """Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], batched over sequences (Eq.
+    1) [kwon2023efficient]."""
     check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
     out = torch.empty_like(q) if out is None else out
     cu = md.cu_seqlens_q_cpu
     for seq_ids, rows in _decode_chunks(md, sliding_window, 2 * k_cache[0, 0].nbytes, q.device):
-        out[rows] = paged_attention_group(q[rows, None], k_cache, v_cache, md, seq_ids, scale, sliding_window)[:, 0]
+        out[rows] = paged_attention_group(q[rows, None], k_cache, v_cache, md, seq_ids, scale,
+                                          sliding_window)[:, 0]
     prefill = [i for i in range(md.num_seqs) if cu[i + 1] - cu[i] > 1]
     paged_prefill(q, k_cache, v_cache, md, prefill, scale, sliding_window, out)
     return out
 
 # %% ../../nbs/21_paged_attention.ipynb #a4c88e12
-def sdpa_sequences(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                   seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
-    "Eq. 1 for sequences `seq_ids`, one SDPA call each, in the layout `transformers` calls it with [dao2022flashattention]."
+def sdpa_sequences(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   md: AttentionMetadata,
+                   seq_ids: list[int], scale: float, sliding_window: int | None,
+                   out: torch.Tensor) -> None:
+    """Eq. 1 for sequences `seq_ids`, one SDPA call each, in the layout `transformers` calls it with
+    [dao2022flashattention]."""
     cu = md.cu_seqlens_q_cpu
     for i in seq_ids:
         n, length = cu[i + 1] - cu[i], md.seq_lens_cpu[i]
-        k = gather_paged(k_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()   # [1, Hkv, L, D]
-        v = gather_paged(v_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()   # [1, Hkv, L, D]
-        q_i = q[cu[i] : cu[i + 1]].transpose(0, 1).unsqueeze(0)                           # [1, H, n, D]
+        k = gather_paged(k_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()  # [1, Hkv, L, D]
+        v = gather_paged(v_cache, md, i).transpose(0, 1).unsqueeze(0).contiguous()  # [1, Hkv, L, D]
+        q_i = q[cu[i] : cu[i + 1]].transpose(0, 1).unsqueeze(0)                       # [1, H, n, D]
         mask = None
-        if 1 < n < length or (sliding_window is not None and length > sliding_window):   # offset diagonal, window
+        # offset diagonal, window
+        if 1 < n < length or (sliding_window is not None and length > sliding_window):
             q_pos = torch.arange(length - n, length, device=q.device)[:, None]          # [n, 1]
             k_pos = torch.arange(length, device=q.device)                               # [L]
             mask = (k_pos <= q_pos) & (k_pos > q_pos - (sliding_window or length + 1))  # [n, L]
-        o = F.scaled_dot_product_attention(q_i, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
-                                           scale=scale, enable_gqa=True)                # [1, H, n, D]
+        o = F.scaled_dot_product_attention(q_i, k, v, attn_mask=mask, is_causal=mask is None
+                                           and n > 1,
+                                           scale=scale, enable_gqa=True)              # [1, H, n, D]
         out[cu[i] : cu[i + 1]] = o[0].transpose(0, 1)
 
 
-def sdpa_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                   scale: float, sliding_window: int | None = None, *, out: torch.Tensor | None = None
+def sdpa_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   md: AttentionMetadata,
+                   scale: float, sliding_window: int | None = None, *, out: torch.Tensor
+                   | None = None
                    ) -> torch.Tensor:
     "The `sdpa` backend: every sequence of the batch, prefill or decode, through `sdpa_sequences`."
     check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
@@ -173,9 +215,12 @@ def sdpa_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     return out
 
 # %% ../../nbs/21_paged_attention.ipynb #fdce50c2
-def varlen_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                   seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor) -> None:
-    "Eq. 1 for all prefill chunks `seq_ids` in one FlashAttention varlen call (CUDA, half precision) [dao2022flashattention]."
+def varlen_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   md: AttentionMetadata,
+                   seq_ids: list[int], scale: float, sliding_window: int | None,
+                   out: torch.Tensor) -> None:
+    """Eq. 1 for all prefill chunks `seq_ids` in one FlashAttention varlen call (CUDA, half
+    precision) [dao2022flashattention]."""
     from torch.nn.attention.varlen import varlen_attn
     cu, lens = md.cu_seqlens_q_cpu, md.seq_lens_cpu
     rows = torch.cat([torch.arange(cu[i], cu[i + 1]) for i in seq_ids]).to(q.device)  # [Tq]
@@ -183,22 +228,29 @@ def varlen_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     v = torch.cat([gather_paged(v_cache, md, i) for i in seq_ids])               # [Tk, Hkv, D]
     n = [cu[i + 1] - cu[i] for i in seq_ids]
     cu_q = torch.tensor([0] + n, dtype=torch.int32).cumsum(0, dtype=torch.int32).to(q.device)
-    cu_k = torch.tensor([0] + [lens[i] for i in seq_ids], dtype=torch.int32).cumsum(0, dtype=torch.int32).to(q.device)
-    kwargs = {"enable_gqa": True} if "enable_gqa" in inspect.signature(varlen_attn).parameters else {}
+    cu_k = torch.tensor([0] + [lens[i] for i in seq_ids],
+                        dtype=torch.int32).cumsum(0, dtype=torch.int32).to(q.device)
+    kwargs = ({"enable_gqa": True} if "enable_gqa" in inspect.signature(varlen_attn).parameters
+              else {})
     o = varlen_attn(q[rows], k, v, cu_q, cu_k, max(n), max(lens[i] for i in seq_ids), scale=scale,
-                    window_size=(sliding_window - 1 if sliding_window else -1, 0), **kwargs)   # [Tq, H, D]
+                    # [Tq, H, D]
+                    window_size=(sliding_window - 1 if sliding_window else -1, 0), **kwargs)
     out[rows] = o
 
 # %% ../../nbs/21_paged_attention.ipynb #5c249056
-def prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                      seq_ids: list[int], scale: float, sliding_window: int | None, out: torch.Tensor,
+def prefill_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                      md: AttentionMetadata,
+                      seq_ids: list[int], scale: float, sliding_window: int | None,
+                      out: torch.Tensor,
                       impl: str = "auto") -> None:
-    "Write the attention of prefill chunks `seq_ids` into `out` with `impl` in paged|sdpa|varlen (auto: the fastest that runs)."
+    """Write the attention of prefill chunks `seq_ids` into `out` with `impl` in paged|sdpa|varlen
+    (auto: the fastest that runs)."""
     if not seq_ids:
         return
     if impl == "auto":
         fast = q.is_cuda and q.dtype in (torch.bfloat16, torch.float16)
-        impl = "varlen" if fast and importlib.util.find_spec("torch.nn.attention.varlen") else "sdpa"
+        impl = ("varlen" if fast and importlib.util.find_spec("torch.nn.attention.varlen")
+                else "sdpa")
     impls = {"paged": paged_prefill, "sdpa": sdpa_sequences, "varlen": varlen_prefill}
     if impl in impls:
         impls[impl](q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out)

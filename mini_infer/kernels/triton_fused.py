@@ -22,7 +22,8 @@ TL_DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float
 # %% ../../nbs/10a_triton_fused.ipynb #ec7c51f6
 @triton.jit
 def round_to(x, DTYPE: tl.constexpr):
-    "fp32 `x` rounded to DTYPE (nearest, ties to even) and returned as fp32: eager PyTorch's rounding point."
+    """fp32 `x` rounded to DTYPE (nearest, ties to even) and returned as fp32: eager PyTorch's
+    rounding point."""
     if DTYPE == tl.bfloat16:
         bits = x.to(tl.uint32, bitcast=True)
         bits += 0x7FFF + ((bits >> 16) & 1)                    # Eq. RNE
@@ -35,7 +36,8 @@ def round_to(x, DTYPE: tl.constexpr):
 
 
 def triton_interpreted() -> bool:
-    "True when this module's kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1 at import)."
+    """True when this module's kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1 at
+    import)."""
     return type(round_to).__name__ == "InterpretedFunction"
 
 # %% ../../nbs/10a_triton_fused.ipynb #6d385384
@@ -43,41 +45,49 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     "Element-wise count of representable numbers of the (common) float dtype between `a` and `b`."
     assert a.dtype == b.dtype and a.dtype in TL_DTYPES, (a.dtype, b.dtype)
     int_dtype = torch.int32 if a.dtype == torch.float32 else torch.int16
-    def ordered(t):                                            # sign-magnitude bits -> an ordered integer line
+    def ordered(t):                                 # sign-magnitude bits -> an ordered integer line
         i = t.view(int_dtype).long()
         return torch.where(i < 0, -(i & (2 ** (8 * t.element_size() - 1) - 1)), i)
     return (ordered(a) - ordered(b)).abs()
 
 # %% ../../nbs/10a_triton_fused.ipynb #feca27af
 @triton.jit
-def rms_norm_kernel(x_ptr, residual_ptr, weight_ptr, out_ptr, residual_out_ptr, n, eps, stride_x, stride_r,
-                    stride_o, stride_ro, HAS_RESIDUAL: tl.constexpr, DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr,
+def rms_norm_kernel(x_ptr, residual_ptr, weight_ptr, out_ptr, residual_out_ptr, n, eps, stride_x,
+                    stride_r,
+                    stride_o, stride_ro, HAS_RESIDUAL: tl.constexpr, DTYPE: tl.constexpr,
+                    OUT_DTYPE: tl.constexpr,
                     BLOCK: tl.constexpr):
-    "One row: s = rd(residual + x), y = rd(g * rd(s / sqrt(mean(s^2) + eps))) [zhang2019root, Eq. 4]."
+    """One row: s = rd(residual + x), y = rd(g * rd(s / sqrt(mean(s^2) + eps))) [zhang2019root, Eq.
+    4]."""
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     mask = offs < n
     s = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         r = tl.load(residual_ptr + row * stride_r + offs, mask=mask, other=0.0).to(tl.float32)
-        s = round_to(r + s, DTYPE)                             # the residual add, in the model dtype
-        tl.store(residual_out_ptr + row * stride_ro + offs, s.to(residual_out_ptr.dtype.element_ty), mask=mask)
-    variance = tl.sum(s * s, 0) / n                                         # mean(s^2), fp32
-    a = round_to(s * tl.rsqrt(variance + eps), DTYPE)                       # cast back before the gain
+        s = round_to(r + s, DTYPE)                            # the residual add, in the model dtype
+        tl.store(residual_out_ptr + row * stride_ro + offs, s.to(residual_out_ptr.dtype.element_ty),
+                 mask=mask)
+    variance = tl.sum(s * s, 0) / n                                      # mean(s^2), fp32
+    a = round_to(s * tl.rsqrt(variance + eps), DTYPE)                    # cast back before the gain
     g = tl.load(weight_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     y = round_to(g * a, OUT_DTYPE)
     tl.store(out_ptr + row * stride_o + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 # %% ../../nbs/10a_triton_fused.ipynb #5227ebb5
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None):
-    "RMSNorm over the last dim, `RMSNorm.forward`'s result: `out` or `(out, residual + x)`, new tensors."
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor
+             | None = None):
+    """RMSNorm over the last dim, `RMSNorm.forward`'s result: `out` or `(out, residual + x)`, new
+    tensors."""
     n = x.shape[-1]
     if weight.shape != (n,) or x.dtype not in TL_DTYPES or weight.dtype not in TL_DTYPES:
-        raise ValueError(f"rms_norm needs float x [..., n] and weight [n], got {tuple(x.shape)} {x.dtype}, "
+        raise ValueError(f"rms_norm needs float x [..., n] and weight [n], got {tuple(x.shape)} "
+                         f"{x.dtype}, "
                          f"{tuple(weight.shape)} {weight.dtype}")
     if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
-        raise ValueError(f"residual {tuple(residual.shape)} {residual.dtype} must match x {tuple(x.shape)} {x.dtype}")
-    rows = x.reshape(-1, n)                                                  # [T, n], a view when x is contiguous
+        raise ValueError(f"residual {tuple(residual.shape)} {residual.dtype} must match x "
+                         f"{tuple(x.shape)} {x.dtype}")
+    rows = x.reshape(-1, n)                                    # [T, n], a view when x is contiguous
     res = rows if residual is None else residual.reshape(-1, n)
     if rows.stride(-1) != 1 or res.stride(-1) != 1:
         rows, res = rows.contiguous(), res.contiguous()
@@ -87,14 +97,17 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     block = triton.next_power_of_2(n)
     if rows.shape[0] > 0:
         rms_norm_kernel[(rows.shape[0],)](
-            rows, res, weight, out, res_out, n, eps, rows.stride(0), res.stride(0), out.stride(0), res_out.stride(0),
-            HAS_RESIDUAL=residual is not None, DTYPE=TL_DTYPES[x.dtype], OUT_DTYPE=TL_DTYPES[out_dtype], BLOCK=block,
+            rows, res, weight, out, res_out, n, eps, rows.stride(0), res.stride(0), out.stride(0),
+            res_out.stride(0),
+            HAS_RESIDUAL=residual is not None, DTYPE=TL_DTYPES[x.dtype],
+            OUT_DTYPE=TL_DTYPES[out_dtype], BLOCK=block,
             num_warps=16 if block >= 8192 else 8 if block >= 2048 else 4, enable_fp_fusion=False)
     return out.view(x.shape) if residual is None else (out.view(x.shape), res_out.view(x.shape))
 
 # %% ../../nbs/10a_triton_fused.ipynb #16c03dd8
 @triton.jit
-def silu_and_mul_kernel(gate_ptr, up_ptr, out_ptr, n, stride_g, stride_u, stride_o, DTYPE: tl.constexpr,
+def silu_and_mul_kernel(gate_ptr, up_ptr, out_ptr, n, stride_g, stride_u, stride_o,
+                        DTYPE: tl.constexpr,
                         LIBDEVICE: tl.constexpr, BLOCK: tl.constexpr):
     "y = rd(rd(g / (1 + exp(-g))) * u) on BLOCK features of one row [shazeer2020glu, Eq. 5]."
     row = tl.program_id(0).to(tl.int64)
@@ -102,21 +115,24 @@ def silu_and_mul_kernel(gate_ptr, up_ptr, out_ptr, n, stride_g, stride_u, stride
     mask = offs < n
     g = tl.load(gate_ptr + row * stride_g + offs, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(up_ptr + row * stride_u + offs, mask=mask, other=0.0).to(tl.float32)
-    if LIBDEVICE:                                              # CUDA's expf, as PyTorch's SiLU kernel
+    if LIBDEVICE:                                            # CUDA's expf, as PyTorch's SiLU kernel
         e = libdevice.exp(-g)
     else:                                                      # the interpreter has no libdevice
         e = tl.exp(-g)
     silu = round_to(tl.math.div_rn(g, 1.0 + e), DTYPE)
-    tl.store(out_ptr + row * stride_o + offs, round_to(silu * u, DTYPE).to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + row * stride_o + offs,
+             round_to(silu * u, DTYPE).to(out_ptr.dtype.element_ty), mask=mask)
 
 # %% ../../nbs/10a_triton_fused.ipynb #4449a69a
 def silu_and_mul(gate: torch.Tensor, up: torch.Tensor, block: int = 1024) -> torch.Tensor:
-    "silu(gate) * up in one kernel with eager PyTorch's two roundings; a new tensor [shazeer2020glu, Eq. 5]."
+    """silu(gate) * up in one kernel with eager PyTorch's two roundings; a new tensor
+    [shazeer2020glu, Eq. 5]."""
     if gate.shape != up.shape or gate.dtype != up.dtype or gate.dtype not in TL_DTYPES:
-        raise ValueError(f"silu_and_mul needs gate and up of one shape and float dtype, got {tuple(gate.shape)} "
+        raise ValueError("silu_and_mul needs gate and up of one shape and float dtype, got "
+                         f"{tuple(gate.shape)} "
                          f"{gate.dtype} and {tuple(up.shape)} {up.dtype}")
     n = gate.shape[-1]
-    g, u = gate.reshape(-1, n), up.reshape(-1, n)                           # [T, I] each, views if possible
+    g, u = gate.reshape(-1, n), up.reshape(-1, n)                   # [T, I] each, views if possible
     if g.stride(-1) != 1 or u.stride(-1) != 1:
         g, u = g.contiguous(), u.contiguous()
     out = torch.empty(g.shape, dtype=gate.dtype, device=gate.device)
@@ -129,14 +145,17 @@ def silu_and_mul(gate: torch.Tensor, up: torch.Tensor, block: int = 1024) -> tor
 # %% ../../nbs/10a_triton_fused.ipynb #5d055c61
 @triton.jit
 def rotate_heads(x_ptr, out_ptr, stride_xt, stride_xh, stride_ot, stride_oh, t, cos, sin, num_heads,
-                 DTYPE: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):
-    "Rotate every head of token t by the [1, HALF] rows cos, sin (neox halves) [su2021roformer, Eq. 34]."
+                 DTYPE: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr,
+                 BLOCK_HALF: tl.constexpr):
+    """Rotate every head of token t by the [1, HALF] rows cos, sin (neox halves) [su2021roformer,
+    Eq. 34]."""
     offs_h, offs_d = tl.arange(0, BLOCK_H), tl.arange(0, BLOCK_HALF)
     mask = (offs_h[:, None] < num_heads) & (offs_d[None, :] < HALF)
-    x_ptrs = x_ptr + t * stride_xt + offs_h[:, None] * stride_xh + offs_d[None, :]          # [BLOCK_H, BLOCK_HALF]
+    # [BLOCK_H, BLOCK_HALF]
+    x_ptrs = x_ptr + t * stride_xt + offs_h[:, None] * stride_xh + offs_d[None, :]
     x1 = tl.load(x_ptrs, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(x_ptrs + HALF, mask=mask, other=0.0).to(tl.float32)
-    o1 = round_to(round_to(x1 * cos, DTYPE) - round_to(x2 * sin, DTYPE), DTYPE)                # Eq. 34
+    o1 = round_to(round_to(x1 * cos, DTYPE) - round_to(x2 * sin, DTYPE), DTYPE)             # Eq. 34
     o2 = round_to(round_to(x2 * cos, DTYPE) + round_to(x1 * sin, DTYPE), DTYPE)
     out_ptrs = out_ptr + t * stride_ot + offs_h[:, None] * stride_oh + offs_d[None, :]
     tl.store(out_ptrs, o1.to(out_ptr.dtype.element_ty), mask=mask)
@@ -144,66 +163,90 @@ def rotate_heads(x_ptr, out_ptr, stride_xt, stride_xh, stride_ot, stride_oh, t, 
 
 # %% ../../nbs/10a_triton_fused.ipynb #769b9a19
 @triton.jit
-def rotary_kernel(positions_ptr, q_ptr, k_ptr, cos_sin_ptr, q_out_ptr, k_out_ptr, num_positions, num_heads,
-                  num_kv_heads, stride_qt, stride_qh, stride_kt, stride_kh, stride_qot, stride_qoh, stride_kot,
+def rotary_kernel(positions_ptr, q_ptr, k_ptr, cos_sin_ptr, q_out_ptr, k_out_ptr, num_positions,
+                  num_heads,
+                  num_kv_heads, stride_qt, stride_qh, stride_kt, stride_kh, stride_qot, stride_qoh,
+                  stride_kot,
                   stride_koh, DTYPE: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr,
                   BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr):
-    "RoPE of one token's query and key heads from row positions[t] of the cos/sin table [su2021roformer, Eq. 34]."
+    """RoPE of one token's query and key heads from row positions[t] of the cos/sin table
+    [su2021roformer, Eq. 34]."""
     t = tl.program_id(0).to(tl.int64)
     offs_d = tl.arange(0, BLOCK_HALF)
-    idx = tl.load(positions_ptr + t).to(tl.int64) * (2 * HALF) + offs_d     # the cos half of the position's row
+    # the cos half of the position's row
+    idx = tl.load(positions_ptr + t).to(tl.int64) * (2 * HALF) + offs_d
     in_table = (offs_d < HALF) & (idx >= 0) & (idx < num_positions * (2 * HALF))
     cos = tl.load(cos_sin_ptr + idx, mask=in_table, other=float("nan")).to(tl.float32)
     sin = tl.load(cos_sin_ptr + idx + HALF, mask=in_table, other=float("nan")).to(tl.float32)
-    cos, sin = round_to(cos, DTYPE)[None, :], round_to(sin, DTYPE)[None, :]                      # [1, D/2] each
-    rotate_heads(q_ptr, q_out_ptr, stride_qt, stride_qh, stride_qot, stride_qoh, t, cos, sin, num_heads, DTYPE,
+    cos, sin = round_to(cos, DTYPE)[None, :], round_to(sin, DTYPE)[None, :]          # [1, D/2] each
+    rotate_heads(q_ptr, q_out_ptr, stride_qt, stride_qh, stride_qot, stride_qoh, t, cos, sin,
+                 num_heads, DTYPE,
                  HALF, BLOCK_H, BLOCK_HALF)
-    rotate_heads(k_ptr, k_out_ptr, stride_kt, stride_kh, stride_kot, stride_koh, t, cos, sin, num_kv_heads, DTYPE,
+    rotate_heads(k_ptr, k_out_ptr, stride_kt, stride_kh, stride_kot, stride_koh, t, cos, sin,
+                 num_kv_heads, DTYPE,
                  HALF, BLOCK_HKV, BLOCK_HALF)
 
 # %% ../../nbs/10a_triton_fused.ipynb #3c801401
-def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin_cache: torch.Tensor,
+def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                     cos_sin_cache: torch.Tensor,
                      inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    "Neox RoPE of q [T, H, D] and k [T, Hkv, D] (strided rows allowed) from a [P, D] float table; (q, k) rotated."
+    """Neox RoPE of q [T, H, D] and k [T, Hkv, D] (strided rows allowed) from a [P, D] float table;
+    (q, k) rotated."""
     (T, H, D), Hkv = q.shape, k.shape[1]
     if k.shape != (T, Hkv, D) or positions.shape != (T,) or cos_sin_cache.shape[1] != D or D % 2:
-        raise ValueError(f"rotary_embedding needs positions [T], q [T, H, D], k [T, Hkv, D], cos_sin_cache [P, D], "
-                         f"D even; got {tuple(positions.shape)}, {tuple(q.shape)}, {tuple(k.shape)}, "
+        raise ValueError("rotary_embedding needs positions [T], q [T, H, D], k [T, Hkv, D], "
+                         "cos_sin_cache [P, D], "
+                         f"D even; got {tuple(positions.shape)}, {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, "
                          f"{tuple(cos_sin_cache.shape)}")
     if q.dtype != k.dtype or q.dtype not in TL_DTYPES or q.stride(-1) != 1 or k.stride(-1) != 1:
-        raise ValueError(f"q and k need one float dtype and a contiguous last dim, got {q.dtype} and {k.dtype}")
-    if cos_sin_cache.dtype not in TL_DTYPES or not cos_sin_cache.is_contiguous():   # model.to(bf16) makes it bf16:
-        cos_sin_cache = cos_sin_cache.float().contiguous()     # read as it is (a copy per call costs 12 us on 7B)
+        raise ValueError(f"q and k need one float dtype and a contiguous last dim, got {q.dtype} "
+                         f"and {k.dtype}")
+    # model.to(bf16) makes it bf16:
+    if cos_sin_cache.dtype not in TL_DTYPES or not cos_sin_cache.is_contiguous():
+        # read as it is (a copy per call costs 12 us on 7B)
+        cos_sin_cache = cos_sin_cache.float().contiguous()
     q_out = q if inplace else torch.empty(q.shape, dtype=q.dtype, device=q.device)
     k_out = k if inplace else torch.empty(k.shape, dtype=k.dtype, device=k.device)
     if T > 0:
-        rotary_kernel[(T,)](positions, q, k, cos_sin_cache, q_out, k_out, cos_sin_cache.shape[0], H, Hkv,
-                            q.stride(0), q.stride(1), k.stride(0), k.stride(1), q_out.stride(0), q_out.stride(1),
+        rotary_kernel[(T,)](positions, q, k, cos_sin_cache, q_out, k_out, cos_sin_cache.shape[0], H,
+                            Hkv,
+                            q.stride(0), q.stride(1), k.stride(0), k.stride(1), q_out.stride(0),
+                            q_out.stride(1),
                             k_out.stride(0), k_out.stride(1), DTYPE=TL_DTYPES[q.dtype], HALF=D // 2,
-                            BLOCK_H=triton.next_power_of_2(H), BLOCK_HKV=triton.next_power_of_2(Hkv),
-                            BLOCK_HALF=triton.next_power_of_2(D // 2), enable_fp_fusion=False)   # no FMA
+                            BLOCK_H=triton.next_power_of_2(H),
+                            BLOCK_HKV=triton.next_power_of_2(Hkv),
+                            # no FMA
+                            BLOCK_HALF=triton.next_power_of_2(D // 2), enable_fp_fusion=False)
     return q_out, k_out
 
 # %% ../../nbs/10a_triton_fused.ipynb #d7e0f01d
 def check_triton_device(t: torch.Tensor, interpreted: bool) -> None:
-    "Raise unless tensor `t` can be handed to this module's kernels (CUDA, or any device under the interpreter)."
+    """Raise unless tensor `t` can be handed to this module's kernels (CUDA, or any device under the
+    interpreter)."""
     if t.device.type != "cuda" and not interpreted:
-        raise RuntimeError(f"the fused Triton kernels need CUDA tensors, got {t.device.type}: they were compiled for "
-                           "the GPU; set TRITON_INTERPRET=1 before importing mini_infer.kernels.triton_fused to run "
+        raise RuntimeError(f"the fused Triton kernels need CUDA tensors, got {t.device.type}: they "
+                           "were compiled for "
+                           "the GPU; set TRITON_INTERPRET=1 before importing "
+                           "mini_infer.kernels.triton_fused to run "
                            "them on the CPU")
 
 # %% ../../nbs/10a_triton_fused.ipynb #8842e096
 def use_triton_kernels(model: nn.Module, enable: bool = True) -> int:
-    "Set the `kernel` hook of every RMSNorm, RotaryEmbedding and SiLU MLP to its fused kernel; returns the count."
+    """Set the `kernel` hook of every RMSNorm, RotaryEmbedding and SiLU MLP to its fused kernel;
+    returns the count."""
     switched = 0
     for module in model.modules():
         if isinstance(module, RMSNorm) and type(module).forward is RMSNorm.forward:
             kernel, tensor = rms_norm, module.weight
-        elif isinstance(module, RotaryEmbedding) and type(module).forward is RotaryEmbedding.forward:
+        elif (isinstance(module, RotaryEmbedding)
+              and type(module).forward is RotaryEmbedding.forward):
             kernel, tensor = rotary_embedding, module.cos_sin_cache
         elif (isinstance(module, MLP) and type(module).forward is MLP.forward
               and isinstance(module.act_fn, nn.SiLU)):
-            kernel, tensor = silu_and_mul, next(module.gate_proj.buffers(), None) if getattr(module.gate_proj, "weight", None) is None else module.gate_proj.weight
+            kernel, tensor = (silu_and_mul, next(module.gate_proj.buffers(), None)
+                              if getattr(module.gate_proj, "weight", None) is None
+                              else module.gate_proj.weight)
         else:
             continue
         if enable:
@@ -215,5 +258,6 @@ def use_triton_kernels(model: nn.Module, enable: bool = True) -> int:
 # %% ../../nbs/10a_triton_fused.ipynb #6b202fd8
 @register_pass("triton_fused", order=30, applies=lambda config: config.resolved_kernels == "triton")
 def triton_fused_pass(model: nn.Module, config) -> int:
-    "Model pass: the fused Triton norm, RoPE and SiLU-and-mul kernels in every module that has the hook."
+    """Model pass: the fused Triton norm, RoPE and SiLU-and-mul kernels in every module that has the
+    hook."""
     return use_triton_kernels(model)

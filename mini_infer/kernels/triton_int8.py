@@ -21,10 +21,13 @@ from ..quant.int8 import INT8_KERNEL_MAX_M, Int8Linear, dequantize_int8
 
 # %% ../../nbs/40a_triton_int8.ipynb #005f04e1
 @triton.jit
-def int8_gemm_kernel(x_ptr, q_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_xm, stride_qn, stride_ym,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+def int8_gemm_kernel(x_ptr, q_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_xm, stride_qn,
+                     stride_ym,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     SPLIT_K: tl.constexpr,
                      HAS_BIAS: tl.constexpr, DOT_DTYPE: tl.constexpr):
-    "One [BLOCK_M, BLOCK_N] tile of y = (x q^T) s + b; with SPLIT_K > 1 an unscaled fp32 partial over a range of K."
+    """One [BLOCK_M, BLOCK_N] tile of y = (x q^T) s + b; with SPLIT_K > 1 an unscaled fp32 partial
+    over a range of K."""
     pid_m, pid_n, pid_k = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -37,10 +40,13 @@ def int8_gemm_kernel(x_ptr, q_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_x
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        x = tl.load(x_rows + offs_k[None, :], mask=m_mask[:, None] & (offs_k[None, :] < K), other=0.0)
-        q = tl.load(q_cols + offs_k[:, None], mask=n_mask[None, :] & (offs_k[:, None] < K), other=0)  # int8
-        acc = tl.dot(x.to(DOT_DTYPE), q.to(DOT_DTYPE), acc, input_precision="ieee")   # [BLOCK_M, BLOCK_N] fp32
-    if SPLIT_K == 1:                                                        # epilogue: scale once, then bias
+        x = tl.load(x_rows + offs_k[None, :], mask=m_mask[:, None] & (offs_k[None, :] < K),
+                    other=0.0)
+        # int8
+        q = tl.load(q_cols + offs_k[:, None], mask=n_mask[None, :] & (offs_k[:, None] < K), other=0)
+        # [BLOCK_M, BLOCK_N] fp32
+        acc = tl.dot(x.to(DOT_DTYPE), q.to(DOT_DTYPE), acc, input_precision="ieee")
+    if SPLIT_K == 1:                                               # epilogue: scale once, then bias
         acc = acc * tl.load(scale_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[None, :]
         if HAS_BIAS:
             acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[None, :]
@@ -49,23 +55,27 @@ def int8_gemm_kernel(x_ptr, q_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_x
 
 # %% ../../nbs/40a_triton_int8.ipynb #700b6d8e
 def int8_gemm_config(M: int, N: int, K: int, num_sms: int) -> dict:
-    "Tiles, split-K and launch options for y [M, N] = x [M, K] q^T: about two programs per multiprocessor."
+    """Tiles, split-K and launch options for y [M, N] = x [M, K] q^T: about two programs per
+    multiprocessor."""
     target = 2 * num_sms
     block_m = 16 if M <= 16 else 32 if M <= 32 else 64
-    tiles_m = max(1, triton.cdiv(M, block_m))                            # an empty input still gets a config
+    tiles_m = max(1, triton.cdiv(M, block_m))                   # an empty input still gets a config
     block_n = next((bn for bn in (64, 32) if tiles_m * triton.cdiv(N, bn) >= target), 16)
     block_k = min(256, max(16, triton.next_power_of_2(K)))
     programs = tiles_m * triton.cdiv(N, block_n)
     split_k = 1
-    if programs < target:                                                # split K, at least 2 tiles per split
+    if programs < target:                                      # split K, at least 2 tiles per split
         split_k = max(1, min(triton.cdiv(target, programs), triton.cdiv(K, block_k) // 2, 16))
-    return dict(block_m=block_m, block_n=block_n, block_k=block_k, split_k=split_k, num_warps=4, num_stages=3)
+    return dict(block_m=block_m, block_n=block_n, block_k=block_k, split_k=split_k, num_warps=4,
+                num_stages=3)
 
 # %% ../../nbs/40a_triton_int8.ipynb #935182b8
 @triton.jit
-def int8_splitk_reduce_kernel(part_ptr, scale_ptr, bias_ptr, y_ptr, M, N, stride_ym, SPLIT_K: tl.constexpr,
+def int8_splitk_reduce_kernel(part_ptr, scale_ptr, bias_ptr, y_ptr, M, N, stride_ym,
+                              SPLIT_K: tl.constexpr,
                               BLOCK_N: tl.constexpr, HAS_BIAS: tl.constexpr):
-    "y[m, tile] = (sum of the SPLIT_K fp32 partials [S, M, N], in split order) * s + b: deterministic split-K."
+    """y[m, tile] = (sum of the SPLIT_K fp32 partials [S, M, N], in split order) * s + b:
+    deterministic split-K."""
     m, pid_n = tl.program_id(0), tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
@@ -81,61 +91,81 @@ def int8_splitk_reduce_kernel(part_ptr, scale_ptr, bias_ptr, y_ptr, M, N, stride
 _TL_DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
-def int8_gemm(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
-              out: torch.Tensor, block_m: int, block_n: int, block_k: int, split_k: int, num_warps: int,
+def int8_gemm(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor
+              | None,
+              out: torch.Tensor, block_m: int, block_n: int, block_k: int, split_k: int,
+              num_warps: int,
               num_stages: int) -> torch.Tensor:
-    "Launch y = (x q^T) s + b into out [M, N] with one explicit configuration (split-K: + the reduction)."
+    """Launch y = (x q^T) s + b into out [M, N] with one explicit configuration (split-K: + the
+    reduction)."""
     (M, K), N = x.shape, qweight.shape[0]
     if M == 0:
         return out
     interpreted = type(int8_gemm_kernel).__name__ == "InterpretedFunction"
     dot_dtype = tl.float32 if interpreted else _TL_DTYPES[x.dtype]
-    stage = out                                                          # the interpreter truncates fp32 -> bf16:
-    if interpreted and out.dtype == torch.bfloat16:                      # write fp32, let torch round to nearest
+    stage = out                                            # the interpreter truncates fp32 -> bf16:
+    if interpreted and out.dtype == torch.bfloat16:        # write fp32, let torch round to nearest
         stage = torch.empty(M, N, dtype=torch.float32, device=out.device)
-    has_bias, bias = bias is not None, scale if bias is None else bias   # a valid pointer, never read without bias
-    dst = stage if split_k == 1 else torch.empty(split_k, M, N, dtype=torch.float32, device=x.device)
+    # a valid pointer, never read without bias
+    has_bias, bias = bias is not None, scale if bias is None else bias
+    dst = (stage if split_k == 1
+           else torch.empty(split_k, M, N, dtype=torch.float32, device=x.device))
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n), split_k)
-    int8_gemm_kernel[grid](x, qweight, scale, bias, dst, M, N, K, x.stride(0), qweight.stride(0), dst.stride(-2),
-                           BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k, HAS_BIAS=has_bias,
+    int8_gemm_kernel[grid](x, qweight, scale, bias, dst, M, N, K, x.stride(0), qweight.stride(0),
+                           dst.stride(-2),
+                           BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k,
+                           HAS_BIAS=has_bias,
                            DOT_DTYPE=dot_dtype, num_warps=num_warps, num_stages=num_stages)
     if split_k > 1:
-        int8_splitk_reduce_kernel[(M, triton.cdiv(N, 256))](dst, scale, bias, stage, M, N, stage.stride(0),
-                                                            SPLIT_K=split_k, BLOCK_N=256, HAS_BIAS=has_bias)
+        int8_splitk_reduce_kernel[(M, triton.cdiv(N, 256))](dst, scale, bias, stage, M, N,
+                                                            stage.stride(0),
+                                                            SPLIT_K=split_k, BLOCK_N=256,
+                                                            HAS_BIAS=has_bias)
     if stage is not out:
         out.copy_(stage)
     return out
 
 # %% ../../nbs/40a_triton_int8.ipynb #112bcbb9
-def check_int8_inputs(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None,
+def check_int8_inputs(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
+                      bias: torch.Tensor | None,
                       out: torch.Tensor, interpreted: bool) -> None:
     "Raise unless x [M, K], qweight [N, K] int8, scale and bias [N], out [M, N] suit the kernel."
     if x.dim() != 2 or x.dtype not in _TL_DTYPES or x.stride(-1) != 1:
-        raise ValueError(f"x must be [M, K] float32/bfloat16/float16 with contiguous rows, got {x.dtype} "
+        raise ValueError("x must be [M, K] float32/bfloat16/float16 with contiguous rows, got "
+                         f"{x.dtype} "
                          f"{tuple(x.shape)} strides {x.stride()}")
-    if qweight.dtype != torch.int8 or qweight.dim() != 2 or not qweight.is_contiguous() or qweight.numel() >= 2**31:
-        raise ValueError(f"qweight must be a contiguous int8 [N, K] with < 2^31 elements, got {qweight.dtype} "
+    if (qweight.dtype != torch.int8 or qweight.dim() != 2 or not qweight.is_contiguous()
+        or qweight.numel() >= 2**31):
+        raise ValueError("qweight must be a contiguous int8 [N, K] with < 2^31 elements, got "
+                         f"{qweight.dtype} "
                          f"{tuple(qweight.shape)}")
     (M, K), N = x.shape, qweight.shape[0]
     if qweight.shape[1] != K:
         raise ValueError(f"x has K = {K} columns, qweight [N, K] = {tuple(qweight.shape)}")
     for name, t in (("scale", scale), ("bias", bias)):
-        if t is not None and (t.shape != (N,) or not t.is_contiguous() or not t.is_floating_point()):
-            raise ValueError(f"{name} must be a contiguous float [{N}], got {t.dtype} {tuple(t.shape)}")
+        if (t is not None
+            and (t.shape != (N,) or not t.is_contiguous() or not t.is_floating_point())):
+            raise ValueError(f"{name} must be a contiguous float [{N}], got {t.dtype} "
+                             f"{tuple(t.shape)}")
     if out.shape != (M, N) or out.dtype != x.dtype or out.stride(-1) != 1:
-        raise ValueError(f"out must be [{M}, {N}] {x.dtype} with contiguous rows, got {out.dtype} {tuple(out.shape)}")
+        raise ValueError(f"out must be [{M}, {N}] {x.dtype} with contiguous rows, got {out.dtype} "
+                         f"{tuple(out.shape)}")
     if len({t.device for t in (x, qweight, scale, bias, out) if t is not None}) > 1:
         raise ValueError("x, qweight, scale, bias and out must be on one device")
     if x.device.type != "cuda" and not interpreted:
-        raise RuntimeError(f"triton_int8_linear got {x.device.type} tensors, but its Triton kernels were compiled "
-                           "for the GPU: set TRITON_INTERPRET=1 before importing mini_infer.kernels.triton_int8 "
+        raise RuntimeError(f"triton_int8_linear got {x.device.type} tensors, but its Triton "
+                           "kernels were compiled "
+                           "for the GPU: set TRITON_INTERPRET=1 before importing "
+                           "mini_infer.kernels.triton_int8 "
                            "to run them on the CPU, or pass CUDA tensors")
 
 # %% ../../nbs/40a_triton_int8.ipynb #386bc9a0
 @functools.lru_cache
 def num_sms(device: torch.device) -> int:
-    "Multiprocessors of a CUDA device (1 for the CPU, where the interpreter runs the programs one by one)."
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+    """Multiprocessors of a CUDA device (1 for the CPU, where the interpreter runs the programs one
+    by one)."""
+    return (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
+            else 1)
 
 # %% ../../nbs/40a_triton_int8.ipynb #81febc3d
 INT8X4_TO_FLOAT = tl.constexpr("""{
@@ -153,14 +183,16 @@ cvt.f32.f16 $0, h0;
 cvt.f32.f16 $1, h1;
 cvt.f32.f16 $2, h2;
 cvt.f32.f16 $3, h3;
-}""")                                    # q0..q3 in one register -> four fp32, through two exact fp16 pairs
+}""")                            # q0..q3 in one register -> four fp32, through two exact fp16 pairs
 
 
 @triton.jit
 def int8_to_float(q, PTX: tl.constexpr = False):
-    "Exact int8 -> fp32 without the integer-to-float unit: byte permutes into fp16 pairs (PTX), or the exponent field."
-    if PTX:                                  # 0x6400 | (q + 128) is the fp16 1024 + 128 + q: subtract 1152 exactly
-        return tl.inline_asm_elementwise(INT8X4_TO_FLOAT, "=r,=r,=r,=r,r", [q], dtype=tl.float32, is_pure=True,
+    """Exact int8 -> fp32 without the integer-to-float unit: byte permutes into fp16 pairs (PTX), or
+    the exponent field."""
+    if PTX:                   # 0x6400 | (q + 128) is the fp16 1024 + 128 + q: subtract 1152 exactly
+        return tl.inline_asm_elementwise(INT8X4_TO_FLOAT, "=r,=r,=r,=r,r", [q], dtype=tl.float32,
+                                         is_pure=True,
                                          pack=4)
     else:                                    # the bits 0x4B000080 + q are the float 2^23 + 128 + q
         return (q.to(tl.int32) + 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
@@ -168,21 +200,24 @@ def int8_to_float(q, PTX: tl.constexpr = False):
 
 @triton.jit
 def gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INT8: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                INT8: tl.constexpr,
                 HAS_SCALE: tl.constexpr, HAS_BIAS: tl.constexpr, PTX: tl.constexpr = False):
-    "y[m, n] = s[n] sum_k x[m, k] w[n, k] (+ b[n]) for M <= BLOCK_M rows: w (int8 or float) streamed once."
+    """y[m, n] = s[n] sum_k x[m, k] w[n, k] (+ b[n]) for M <= BLOCK_M rows: w (int8 or float)
+    streamed once."""
     rm = tl.arange(0, BLOCK_M)
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn                           # [BLOCK_N, 1]
-    if BLOCK_M == 1 and INT8:                # one row, int8: sum each tile over k, registers free for long tiles
+    if BLOCK_M == 1 and INT8:   # one row, int8: sum each tile over k, registers free for long tiles
         acc = tl.zeros([1, BLOCK_N], tl.float32)
         for k0 in range(0, K, BLOCK_K):
             rk = k0 + tl.arange(0, BLOCK_K)
             w = tl.load(w_rows + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K), other=0)
-            w = int8_to_float(w, PTX)                                               # [BLOCK_N, BLOCK_K], exact
+            # [BLOCK_N, BLOCK_K], exact
+            w = int8_to_float(w, PTX)
             x = tl.load(x_ptr + rk, mask=rk < K, other=0.0).to(tl.float32)          # [BLOCK_K]
             acc += tl.sum(w * x[None, :], axis=1)[None, :]                          # [1, BLOCK_N]
-    elif BLOCK_M == 1:                       # one row, float: multiply-add elementwise, reduce over k at the end
+    elif BLOCK_M == 1:          # one row, float: multiply-add elementwise, reduce over k at the end
         acc_nk = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
         for k0 in range(0, K, BLOCK_K):
             rk = k0 + tl.arange(0, BLOCK_K)
@@ -195,12 +230,13 @@ def gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_xm, st
         for k0 in range(0, K, BLOCK_K):
             rk = k0 + tl.arange(0, BLOCK_K)
             w = tl.load(w_rows + rk[None, :], mask=(rn[:, None] < N) & (rk[None, :] < K), other=0)
-            w = int8_to_float(w, PTX) if INT8 else w.to(tl.float32)                 # [BLOCK_N, BLOCK_K], exact
-            x = tl.load(x_ptr + rm[:, None] * stride_xm + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K),
-                        other=0.0).to(tl.float32)                                   # [BLOCK_M, BLOCK_K]
-            acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)                    # [BLOCK_M, BLOCK_N]
+            w = int8_to_float(w, PTX) if INT8 else w.to(tl.float32)      # [BLOCK_N, BLOCK_K], exact
+            x = tl.load(x_ptr + rm[:, None] * stride_xm + rk[None, :],
+                        mask=(rm[:, None] < M) & (rk[None, :] < K),
+                        other=0.0).to(tl.float32)                               # [BLOCK_M, BLOCK_K]
+            acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)                # [BLOCK_M, BLOCK_N]
     y = acc
-    if HAS_SCALE:                                                                   # scale once, chapter 40
+    if HAS_SCALE:                                                           # scale once, chapter 40
         y = y * tl.load(scale_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     if HAS_BIAS:
         y += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
@@ -208,26 +244,30 @@ def gemv_kernel(x_ptr, w_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K, stride_xm, st
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 # %% ../../nbs/40a_triton_int8.ipynb #55011fc3
-INT8_GEMV_MAX_M = 4                     # rows up to which `triton_int8_linear` uses the matrix-vector kernel
+INT8_GEMV_MAX_M = 4            # rows up to which `triton_int8_linear` uses the matrix-vector kernel
 
 
 def gemv_config(M: int, N: int, K: int, int8: bool, num_sms: int) -> dict:
-    "Rows per program, columns per tile, warps (and stages) for the matrix-vector kernel (H200 sweeps, condensed)."
-    if int8 and M == 1:                                                  # tiles summed in the loop: long tiles
-        return dict(block_n=4, block_k=min(4096, max(64, triton.next_power_of_2(K))), num_warps=4, num_stages=1)
-    if K >= 8192:                                                        # long rows: fewer, longer programs
+    """Rows per program, columns per tile, warps (and stages) for the matrix-vector kernel (H200
+    sweeps, condensed)."""
+    if int8 and M == 1:                                       # tiles summed in the loop: long tiles
+        return dict(block_n=4, block_k=min(4096, max(64, triton.next_power_of_2(K))), num_warps=4,
+                    num_stages=1)
+    if K >= 8192:                                                # long rows: fewer, longer programs
         block_n, block_k, num_warps = (4, 1024, 4) if int8 else (16, 1024, 8)
     else:
         block_n = next((b for b in (8, 4) if triton.cdiv(N, b) >= 6 * num_sms), 2)
         block_k, num_warps = (512 if block_n >= 4 else 1024), 4
-    block_k //= triton.next_power_of_2(max(M, 1))                         # the same registers per tile for M rows
+    block_k //= triton.next_power_of_2(max(M, 1))           # the same registers per tile for M rows
     return dict(block_n=block_n, block_k=max(64, block_k), num_warps=num_warps)
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None, bias: torch.Tensor | None,
+def gemv(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None, bias: torch.Tensor
+         | None,
          out: torch.Tensor, block_n: int | None = None, block_k: int | None = None,
          num_warps: int | None = None, num_stages: int | None = None) -> torch.Tensor:
-    "Launch the matrix-vector kernel for M <= 4 rows into out [M, N]: int8 weights with scales, or float weights."
+    """Launch the matrix-vector kernel for M <= 4 rows into out [M, N]: int8 weights with scales, or
+    float weights."""
     (M, K), N = x.shape, weight.shape[0]
     if M == 0:
         return out
@@ -236,21 +276,27 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None, bias
     block_n, block_k = block_n or chosen["block_n"], block_k or chosen["block_k"]
     num_warps, num_stages = num_warps or chosen["num_warps"], num_stages or chosen.get("num_stages")
     interpreted = type(gemv_kernel).__name__ == "InterpretedFunction"
-    stage = out if not (interpreted and out.dtype == torch.bfloat16) else torch.empty(M, N, device=out.device)
-    any_ptr = x                                                          # a valid pointer, never read
-    ptx = int8 and not interpreted and block_n * block_k >= 4 * 32 * num_warps   # >= 4 weights per thread to pack
+    stage = (out if not (interpreted and out.dtype == torch.bfloat16)
+             else torch.empty(M, N, device=out.device))
+    any_ptr = x                                                        # a valid pointer, never read
+    # >= 4 weights per thread to pack
+    ptx = int8 and not interpreted and block_n * block_k >= 4 * 32 * num_warps
     gemv_kernel[(triton.cdiv(N, block_n),)](
-        x, weight, any_ptr if scale is None else scale, any_ptr if bias is None else bias, stage, M, N, K,
-        x.stride(0), weight.stride(0), stage.stride(0), BLOCK_M=triton.next_power_of_2(M), BLOCK_N=block_n,
+        x, weight, any_ptr if scale is None else scale, any_ptr if bias is None else bias, stage, M,
+        N, K,
+        x.stride(0), weight.stride(0), stage.stride(0), BLOCK_M=triton.next_power_of_2(M),
+        BLOCK_N=block_n,
         BLOCK_K=block_k, INT8=int8, HAS_SCALE=scale is not None, HAS_BIAS=bias is not None, PTX=ptx,
         num_warps=num_warps, **({} if num_stages is None else {"num_stages": num_stages}))
     if stage is not out:
-        out.copy_(stage)                                                 # the interpreter truncates: torch rounds
+        out.copy_(stage)                                   # the interpreter truncates: torch rounds
     return out
 
 # %% ../../nbs/40a_triton_int8.ipynb #59ab16fb
-def triton_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    "x W^T + b for float weights: the matrix-vector kernel for one row on CUDA, `F.linear` otherwise."
+def triton_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+                  | None = None) -> torch.Tensor:
+    """x W^T + b for float weights: the matrix-vector kernel for one row on CUDA, `F.linear`
+    otherwise."""
     x2 = x.reshape(-1, x.shape[-1])
     if x2.shape[0] != 1 or not (x.is_cuda or type(gemv_kernel).__name__ == "InterpretedFunction"):
         return F.linear(x, weight, bias)
@@ -260,19 +306,25 @@ def triton_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 
 def use_triton_gemv(model: torch.nn.Module, enable: bool = True) -> int:
-    "Set (or clear) the Triton `kernel` hook of every float linear and every `Int8Linear`; returns the count."
-    layers = [m for m in model.modules() if isinstance(m, (ColumnParallelLinear, RowParallelLinear, Int8Linear))]
+    """Set (or clear) the Triton `kernel` hook of every float linear and every `Int8Linear`; returns
+    the count."""
+    layers = [m for m in model.modules()
+              if isinstance(m, (ColumnParallelLinear, RowParallelLinear, Int8Linear))]
     for m in layers:
         kernel = int8_linear_kernel if isinstance(m, Int8Linear) else triton_linear
         m.kernel = kernel if enable else None
     return len(layers)
 
 # %% ../../nbs/40a_triton_int8.ipynb #1a78ebb7
-def triton_int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None = None,
+def triton_int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
+                       bias: torch.Tensor | None = None,
                        *, out: torch.Tensor | None = None, **config) -> torch.Tensor:
-    "y [M, N] = (x q^T) s + b with the W8A16 kernels; keywords (block_n=, split_k=, num_warps=, ...) override the rule."
-    out = torch.empty(x.shape[0], qweight.shape[0], dtype=x.dtype, device=x.device) if out is None else out
-    check_int8_inputs(x, qweight, scale, bias, out, type(int8_gemm_kernel).__name__ == "InterpretedFunction")
+    """y [M, N] = (x q^T) s + b with the W8A16 kernels; keywords (block_n=, split_k=, num_warps=,
+    ...) override the rule."""
+    out = (torch.empty(x.shape[0], qweight.shape[0], dtype=x.dtype, device=x.device) if out is None
+           else out)
+    check_int8_inputs(x, qweight, scale, bias, out,
+                      type(int8_gemm_kernel).__name__ == "InterpretedFunction")
     if not config and x.shape[0] <= INT8_GEMV_MAX_M:                   # decode of a few sequences
         return gemv(x, qweight, scale, bias, out)
     chosen = int8_gemm_config(x.shape[0], qweight.shape[0], x.shape[1], num_sms(x.device))
@@ -284,7 +336,8 @@ def triton_int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tens
 # %% ../../nbs/40a_triton_int8.ipynb #be2324d7
 def int8_linear_kernel(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
                        bias: torch.Tensor | None = None) -> torch.Tensor:
-    "`Int8Linear.kernel`: W8A16 in Triton for <= INT8_KERNEL_MAX_M rows, dequantize + `F.linear` above."
+    """`Int8Linear.kernel`: W8A16 in Triton for <= INT8_KERNEL_MAX_M rows, dequantize + `F.linear`
+    above."""
     x2 = x.reshape(-1, x.shape[-1])                                        # [M, K]
     if x2.shape[0] > INT8_KERNEL_MAX_M:
         return F.linear(x, dequantize_int8(qweight, scale, x.dtype), bias)
@@ -294,5 +347,6 @@ def int8_linear_kernel(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tens
 # %% ../../nbs/40a_triton_int8.ipynb #1e730434
 @register_pass("triton_gemv", order=40, applies=lambda config: config.resolved_kernels == "triton")
 def triton_gemv_pass(model: torch.nn.Module, config) -> int:
-    "Model pass: `triton_linear` as the kernel of every float and INT8 linear layer (with the Triton kernels)."
+    """Model pass: `triton_linear` as the kernel of every float and INT8 linear layer (with the
+    Triton kernels)."""
     return use_triton_gemv(model)

@@ -17,29 +17,35 @@ from ..layers.attention import AttentionMetadata, store_kv_pair
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #fc5929ac
 @triton.jit
-def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, cu_seqlens_q_ptr,
-                        seq_ids_ptr, out_ptr, part_out_ptr, part_m_ptr, part_l_ptr, scale, sliding_window,
-                        stride_qt, stride_qh, stride_kb, stride_kp, stride_kh, stride_bt, stride_ot, stride_oh,
+def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr,
+                        cu_seqlens_q_ptr,
+                        seq_ids_ptr, out_ptr, part_out_ptr, part_m_ptr, part_l_ptr, scale,
+                        sliding_window,
+                        stride_qt, stride_qh, stride_kb, stride_kp, stride_kh, stride_bt, stride_ot,
+                        stride_oh,
                         NUM_HEADS: tl.constexpr, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                         BLOCK_SIZE: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
                         BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr, SPLIT_P: tl.constexpr,
                         IS_SPLIT: tl.constexpr):
-    "Decode attention of one (sequence, KV head, split) over paged K/V [kwon2023efficient, dao2022flashattention]."
+    """Decode attention of one (sequence, KV head, split) over paged K/V [kwon2023efficient,
+    dao2022flashattention]."""
     i, kv_head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     num_splits = tl.num_programs(2)
     seq = tl.load(seq_ids_ptr + i)
     length = tl.load(seq_lens_ptr + seq)
-    row = tl.load(cu_seqlens_q_ptr + seq)                          # the sequence's one query row in q
-    lo = tl.where(sliding_window > 0, tl.maximum(length - sliding_window, 0), 0)    # first visible key
-    first_tile = lo // BLOCK_N                                     # tiles before the window: never visited
+    row = tl.load(cu_seqlens_q_ptr + seq)                        # the sequence's one query row in q
+    # first visible key
+    lo = tl.where(sliding_window > 0, tl.maximum(length - sliding_window, 0), 0)
+    first_tile = lo // BLOCK_N                              # tiles before the window: never visited
     num_tiles = tl.cdiv(length, BLOCK_N) - first_tile
     tiles_per_split = tl.cdiv(num_tiles, num_splits)
     t_begin = first_tile + split * tiles_per_split
     t_end = tl.minimum(t_begin + tiles_per_split, first_tile + num_tiles)
     offs_g, offs_d = tl.arange(0, BLOCK_G), tl.arange(0, BLOCK_D)
-    heads = kv_head * GROUP + offs_g                               # the query heads sharing this KV head
+    heads = kv_head * GROUP + offs_g                          # the query heads sharing this KV head
     gd_mask = (offs_g[:, None] < GROUP) & (offs_d[None, :] < HEAD_DIM)
-    q = tl.load(q_ptr + row * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=gd_mask, other=0.0)
+    q = tl.load(q_ptr + row * stride_qt + heads[:, None] * stride_qh + offs_d[None, :],
+                mask=gd_mask, other=0.0)
     q = q.to(DOT_DTYPE)                                            # [BLOCK_G, BLOCK_D]
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
@@ -47,26 +53,31 @@ def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_l
     for t in range(t_begin, t_end):
         offs_n = t * BLOCK_N + tl.arange(0, BLOCK_N)               # key positions of this tile
         valid = (offs_n >= lo) & (offs_n < length)
-        block_ids = tl.load(block_tables_ptr + seq * stride_bt + offs_n // BLOCK_SIZE, mask=valid, other=0)
-        slots = block_ids.to(tl.int64) * stride_kb + (offs_n % BLOCK_SIZE) * stride_kp + kv_head * stride_kh
+        block_ids = tl.load(block_tables_ptr + seq * stride_bt + offs_n // BLOCK_SIZE, mask=valid,
+                            other=0)
+        slots = (block_ids.to(tl.int64) * stride_kb + (offs_n % BLOCK_SIZE) * stride_kp + kv_head
+                 * stride_kh)
         kv_mask = valid[:, None] & (offs_d[None, :] < HEAD_DIM)
-        k = tl.load(k_cache_ptr + slots[:, None] + offs_d[None, :], mask=kv_mask, other=0.0)   # [BLOCK_N, BLOCK_D]
-        s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision="ieee") * scale               # [BLOCK_G, BLOCK_N]
+        # [BLOCK_N, BLOCK_D]
+        k = tl.load(k_cache_ptr + slots[:, None] + offs_d[None, :], mask=kv_mask, other=0.0)
+        # [BLOCK_G, BLOCK_N]
+        s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision="ieee") * scale
         s = tl.where(valid[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))                      # Alg. 1, l. 11
         alpha = tl.exp(m_i - m_new)
-        p = tl.exp(s - m_new[:, None])                             # l. 10, relative to the new maximum
+        p = tl.exp(s - m_new[:, None])                          # l. 10, relative to the new maximum
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=kv_mask, other=0.0)   # [BLOCK_N, BLOCK_D]
+        # [BLOCK_N, BLOCK_D]
+        v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=kv_mask, other=0.0)
         v = v.to(DOT_DTYPE)
-        p_hi = p.to(v_cache_ptr.dtype.element_ty)                  # probabilities in the input dtype
+        p_hi = p.to(v_cache_ptr.dtype.element_ty)                 # probabilities in the input dtype
         pv = tl.dot(p_hi.to(DOT_DTYPE), v, input_precision="ieee")
-        if SPLIT_P:                                                # half precision: p = p_hi + p_lo, two products
+        if SPLIT_P:                                  # half precision: p = p_hi + p_lo, two products
             p_lo = (p - p_hi.to(tl.float32)).to(v_cache_ptr.dtype.element_ty)
             pv += tl.dot(p_lo.to(DOT_DTYPE), v, input_precision="ieee")
         acc = acc * alpha[:, None] + pv                            # l. 12
         m_i = m_new
-    if IS_SPLIT:                                                   # partial result, merged by the next kernel
+    if IS_SPLIT:                                         # partial result, merged by the next kernel
         part = (i * NUM_HEADS + heads) * num_splits + split
         tl.store(part_out_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=gd_mask)
         tl.store(part_m_ptr + part, m_i, mask=offs_g < GROUP)
@@ -78,10 +89,13 @@ def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_l
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #a1ba4c0c
 @triton.jit
-def paged_decode_combine_kernel(part_out_ptr, part_m_ptr, part_l_ptr, out_ptr, seq_ids_ptr, cu_seqlens_q_ptr,
-                                num_splits, stride_ot, stride_oh, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
+def paged_decode_combine_kernel(part_out_ptr, part_m_ptr, part_l_ptr, out_ptr, seq_ids_ptr,
+                                cu_seqlens_q_ptr,
+                                num_splits, stride_ot, stride_oh, HEAD_DIM: tl.constexpr,
+                                BLOCK_S: tl.constexpr,
                                 BLOCK_D: tl.constexpr):
-    "Merge the splits of one (sequence, query head) by their softmax statistics [dao2022flashattention, Sec. 3.1]."
+    """Merge the splits of one (sequence, query head) by their softmax statistics
+    [dao2022flashattention, Sec. 3.1]."""
     i, h = tl.program_id(0), tl.program_id(1)
     row = tl.load(cu_seqlens_q_ptr + tl.load(seq_ids_ptr + i))
     offs_s, offs_d = tl.arange(0, BLOCK_S), tl.arange(0, BLOCK_D)
@@ -89,7 +103,8 @@ def paged_decode_combine_kernel(part_out_ptr, part_m_ptr, part_l_ptr, out_ptr, s
     m = tl.load(part_m_ptr + part, mask=offs_s < num_splits, other=float("-inf"))
     l = tl.load(part_l_ptr + part, mask=offs_s < num_splits, other=0.0)
     mask = (offs_s[:, None] < num_splits) & (offs_d[None, :] < HEAD_DIM)
-    acc = tl.load(part_out_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], mask=mask, other=0.0)  # [BLOCK_S, BLOCK_D]
+    # [BLOCK_S, BLOCK_D]
+    acc = tl.load(part_out_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], mask=mask, other=0.0)
     w = tl.exp(m - tl.max(m, 0))                                   # empty splits: exp(-inf) = 0
     o = tl.sum(w[:, None] * acc, 0) / tl.sum(w * l, 0)
     tl.store(out_ptr + row * stride_ot + h * stride_oh + offs_d, o.to(out_ptr.dtype.element_ty),
@@ -98,28 +113,32 @@ def paged_decode_combine_kernel(part_out_ptr, part_m_ptr, part_l_ptr, out_ptr, s
 # %% ../../nbs/21a_triton_paged_attention.ipynb #9f612c91
 def num_decode_splits(num_seqs: int, num_kv_heads: int, max_keys: int, num_sms: int,
                       min_keys_per_split: int = 128, max_splits: int = 64) -> int:
-    "Context splits per (sequence, KV head): enough programs to fill `num_sms` multiprocessors (Flash-Decoding)."
+    """Context splits per (sequence, KV head): enough programs to fill `num_sms` multiprocessors
+    (Flash-Decoding)."""
     programs = max(1, num_seqs * num_kv_heads)
-    if programs >= num_sms:                                        # the batch fills the GPU: splitting only costs
+    if programs >= num_sms:                          # the batch fills the GPU: splitting only costs
         return 1
-    want = -(-2 * num_sms // programs)                             # about two programs per multiprocessor
+    want = -(-2 * num_sms // programs)                       # about two programs per multiprocessor
     return max(1, min(want, max_keys // min_keys_per_split, max_splits))
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #be8c2d13
-def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 md: AttentionMetadata,
                  seq_ids: torch.Tensor, scale: float, sliding_window: int | None, out: torch.Tensor,
                  num_splits: int = 1, block_n: int = 64, split_p: bool = True, num_warps: int = 4,
                  num_stages: int = 3) -> torch.Tensor:
-    "Write the attention of the one-token sequences `seq_ids` into `out` [T, H, D] (split-K when num_splits > 1)."
+    """Write the attention of the one-token sequences `seq_ids` into `out` [T, H, D] (split-K when
+    num_splits > 1)."""
     num_seqs, (_, h, d), (_, p, hkv, _) = seq_ids.numel(), q.shape, k_cache.shape
     if num_seqs == 0:
         return out
     group, block_d = h // hkv, max(16, triton.next_power_of_2(d))
     interpreted = type(paged_decode_kernel).__name__ == "InterpretedFunction"
-    dot_dtype = tl.float32 if interpreted else {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16,
+    dot_dtype = tl.float32 if interpreted else {torch.float32: tl.float32,
+                                                torch.bfloat16: tl.bfloat16,
                                                  torch.float16: tl.float16}[q.dtype]
-    stage = out                                                    # the interpreter truncates fp32 -> bf16:
-    if interpreted and out.dtype == torch.bfloat16:                # write fp32, let torch round to nearest
+    stage = out                                            # the interpreter truncates fp32 -> bf16:
+    if interpreted and out.dtype == torch.bfloat16:        # write fp32, let torch round to nearest
         stage = torch.empty(out.shape, dtype=torch.float32, device=out.device)
     part_out = part_m = part_l = stage                             # unused when there is one split
     if num_splits > 1:
@@ -127,16 +146,21 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
         part_m = torch.empty(num_seqs, h, num_splits, dtype=torch.float32, device=q.device)
         part_l = torch.empty_like(part_m)
     paged_decode_kernel[(num_seqs, hkv, num_splits)](
-        q, k_cache, v_cache, md.block_tables, md.seq_lens, md.cu_seqlens_q, seq_ids, stage, part_out, part_m,
-        part_l, scale, sliding_window or 0, q.stride(0), q.stride(1), *k_cache.stride()[:3], md.block_tables.stride(0),
+        q, k_cache, v_cache, md.block_tables, md.seq_lens, md.cu_seqlens_q, seq_ids, stage,
+        part_out, part_m,
+        part_l, scale, sliding_window or 0, q.stride(0), q.stride(1), *k_cache.stride()[:3],
+        md.block_tables.stride(0),
         stage.stride(0), stage.stride(1), NUM_HEADS=h, GROUP=group, HEAD_DIM=d, BLOCK_SIZE=p,
-        BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_D=block_d, BLOCK_N=block_n, DOT_DTYPE=dot_dtype,
+        BLOCK_G=max(16, triton.next_power_of_2(group)), BLOCK_D=block_d, BLOCK_N=block_n,
+        DOT_DTYPE=dot_dtype,
         SPLIT_P=split_p and q.dtype != torch.float32, IS_SPLIT=num_splits > 1, num_warps=num_warps,
         num_stages=num_stages)
     if num_splits > 1:
         paged_decode_combine_kernel[(num_seqs, h)](
-            part_out, part_m, part_l, stage, seq_ids, md.cu_seqlens_q, num_splits, stage.stride(0), stage.stride(1),
-            HEAD_DIM=d, BLOCK_S=triton.next_power_of_2(num_splits), BLOCK_D=block_d, num_warps=num_warps)
+            part_out, part_m, part_l, stage, seq_ids, md.cu_seqlens_q, num_splits, stage.stride(0),
+            stage.stride(1),
+            HEAD_DIM=d, BLOCK_S=triton.next_power_of_2(num_splits), BLOCK_D=block_d,
+            num_warps=num_warps)
     if stage is not out:
         rows = md.cu_seqlens_q[seq_ids.long()].long()                # the decode rows only
         out[rows] = stage[rows].to(out.dtype)
@@ -144,82 +168,110 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #4b975c5e
 @triton.jit
-def store_kv_kernel(k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_ptr, stride_kt, stride_kh, stride_vt, stride_vh,
-                    stride_slot, NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr,
+def store_kv_kernel(k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_ptr, stride_kt, stride_kh,
+                    stride_vt, stride_vh,
+                    stride_slot, NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
+                    BLOCK_H: tl.constexpr,
                     BLOCK_D: tl.constexpr):
-    "Token t's K and V rows [Hkv, D] into slot slot[t] of both caches [N * P, Hkv, D] (a negative slot: skip)."
+    """Token t's K and V rows [Hkv, D] into slot slot[t] of both caches [N * P, Hkv, D] (a negative
+    slot: skip)."""
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + t).to(tl.int64)
     if slot >= 0:
         h, d = tl.arange(0, BLOCK_H)[:, None], tl.arange(0, BLOCK_D)[None, :]
         mask = (h < NUM_KV_HEADS) & (d < HEAD_DIM)
         dst = slot * (NUM_KV_HEADS * HEAD_DIM) + h * HEAD_DIM + d
-        tl.store(k_cache_ptr + dst, tl.load(k_ptr + t * stride_kt + h * stride_kh + d, mask=mask), mask=mask)
-        tl.store(v_cache_ptr + dst, tl.load(v_ptr + t * stride_vt + h * stride_vh + d, mask=mask), mask=mask)
+        tl.store(k_cache_ptr + dst, tl.load(k_ptr + t * stride_kt + h * stride_kh + d, mask=mask),
+                 mask=mask)
+        tl.store(v_cache_ptr + dst, tl.load(v_ptr + t * stride_vt + h * stride_vh + d, mask=mask),
+                 mask=mask)
 
 
 def triton_store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                     slot_mapping: torch.Tensor) -> None:
-    "`store_kv_pair` in one launch: k, v [T, Hkv, D] (rows may be strided) into contiguous caches [N, P, Hkv, D]."
+    """`store_kv_pair` in one launch: k, v [T, Hkv, D] (rows may be strided) into contiguous caches
+    [N, P, Hkv, D]."""
     T, hkv, d = k.shape
     compiled = type(store_kv_kernel).__name__ != "InterpretedFunction"
     fits = (k.dtype == v.dtype == k_cache.dtype == v_cache.dtype and v.shape == k.shape
-            and (k.is_cuda or not compiled) and k_cache.shape == v_cache.shape and k_cache.shape[2:] == (hkv, d)
-            and k_cache.is_contiguous() and v_cache.is_contiguous() and k.stride(-1) == 1 and v.stride(-1) == 1)
-    if not fits:                                   # a cast, an odd layout, CPU tensors and compiled kernels
+            and (k.is_cuda or not compiled) and k_cache.shape == v_cache.shape
+            and k_cache.shape[2:] == (hkv, d)
+            and k_cache.is_contiguous() and v_cache.is_contiguous() and k.stride(-1) == 1
+            and v.stride(-1) == 1)
+    if not fits:                           # a cast, an odd layout, CPU tensors and compiled kernels
         return store_kv_pair(k_cache, v_cache, k, v, slot_mapping)
     if T > 0:
-        store_kv_kernel[(T,)](k, v, k_cache, v_cache, slot_mapping, k.stride(0), k.stride(1), v.stride(0),
+        store_kv_kernel[(T,)](k, v, k_cache, v_cache, slot_mapping, k.stride(0), k.stride(1),
+                              v.stride(0),
                               v.stride(1), slot_mapping.stride(0), NUM_KV_HEADS=hkv, HEAD_DIM=d,
-                              BLOCK_H=triton.next_power_of_2(hkv), BLOCK_D=triton.next_power_of_2(d))
+                              BLOCK_H=triton.next_power_of_2(hkv),
+                              BLOCK_D=triton.next_power_of_2(d))
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #6510844d
-def check_triton_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor,
+def check_triton_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                        out: torch.Tensor,
                         interpreted: bool) -> None:
-    "Raise unless the tensors suit the kernels: one float dtype, contiguous rows, CUDA or the interpreter."
+    """Raise unless the tensors suit the kernels: one float dtype, contiguous rows, CUDA or the
+    interpreter."""
     if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise ValueError(f"triton_paged_attention supports float32, bfloat16 and float16, got {q.dtype}")
+        raise ValueError("triton_paged_attention supports float32, bfloat16 and float16, got "
+                         f"{q.dtype}")
     if not q.dtype == k_cache.dtype == v_cache.dtype == out.dtype:
-        raise ValueError(f"q, k_cache, v_cache and out must share a dtype, got {q.dtype}, {k_cache.dtype}, "
+        raise ValueError(f"q, k_cache, v_cache and out must share a dtype, got {q.dtype}, "
+                         f"{k_cache.dtype}, "
                          f"{v_cache.dtype}, {out.dtype}")
-    if any(t.stride(-1) != 1 for t in (q, k_cache, v_cache, out)) or k_cache.stride() != v_cache.stride():
-        raise ValueError("q, k_cache, v_cache and out need a contiguous last dimension, and k_cache and v_cache "
+    if (any(t.stride(-1) != 1 for t in (q, k_cache, v_cache, out))
+        or k_cache.stride() != v_cache.stride()):
+        raise ValueError("q, k_cache, v_cache and out need a contiguous last dimension, and "
+                         "k_cache and v_cache "
                          "the same strides")
     if out.shape != q.shape:
         raise ValueError(f"out has shape {tuple(out.shape)}, q {tuple(q.shape)}")
     if q.device.type != "cuda" and not interpreted:
-        raise RuntimeError(f"triton_paged_attention got {q.device.type} tensors, but its Triton kernels were "
+        raise RuntimeError(f"triton_paged_attention got {q.device.type} tensors, but its Triton "
+                           "kernels were "
                            "compiled for the GPU: set TRITON_INTERPRET=1 before importing "
-                           "mini_infer.kernels.triton_paged_attention to run them on the CPU, or pass CUDA tensors")
+                           "mini_infer.kernels.triton_paged_attention to run them on the CPU, or "
+                           "pass CUDA tensors")
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #c08f6cf3
-def triton_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
-                           scale: float, sliding_window: int | None = None, *, out: torch.Tensor | None = None,
-                           num_splits: int | None = None, block_n: int | None = None, split_p: bool = True,
+def triton_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                           md: AttentionMetadata,
+                           scale: float, sliding_window: int | None = None, *, out: torch.Tensor
+                           | None = None,
+                           num_splits: int | None = None, block_n: int | None = None,
+                           split_p: bool = True,
                            prefill: str | None = None) -> torch.Tensor:
-    "Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], decode rows in Triton [kwon2023efficient]."
+    """Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], decode rows in Triton
+    [kwon2023efficient]."""
     check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
     out = torch.empty_like(q) if out is None else out
-    check_triton_inputs(q, k_cache, v_cache, out, type(paged_decode_kernel).__name__ == "InterpretedFunction")
+    check_triton_inputs(q, k_cache, v_cache, out,
+                        type(paged_decode_kernel).__name__ == "InterpretedFunction")
     cu, lens = md.cu_seqlens_q_cpu, md.seq_lens_cpu
     decode = [i for i in range(md.num_seqs) if cu[i + 1] - cu[i] == 1]
-    if len(decode) == md.num_seqs:                                 # a pure decode step: no host-to-device copy,
-        seq_ids = md.scratch.get("decode_seq_ids")                 # and one arange per step, not per layer
+    if len(decode) == md.num_seqs:                     # a pure decode step: no host-to-device copy,
+        seq_ids = md.scratch.get("decode_seq_ids")     # and one arange per step, not per layer
         if seq_ids is None:
-            seq_ids = md.scratch["decode_seq_ids"] = torch.arange(md.num_seqs, dtype=torch.int32, device=q.device)
+            seq_ids = md.scratch["decode_seq_ids"] = torch.arange(md.num_seqs, dtype=torch.int32,
+                                                                  device=q.device)
     else:
         seq_ids = torch.tensor(decode, dtype=torch.int32, device=q.device)
-    if num_splits is None:                                         # a CUDA graph plans for its longest context
+    if num_splits is None:                              # a CUDA graph plans for its longest context
         max_keys = md.scratch.get("max_decode_keys") or max((lens[i] for i in decode), default=0)
-        num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 1
-        num_splits = num_decode_splits(len(decode), k_cache.shape[2], min(max_keys, sliding_window or 1 << 62), num_sms)
+        num_sms = (torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda
+                   else 1)
+        num_splits = num_decode_splits(len(decode), k_cache.shape[2],
+                                       min(max_keys, sliding_window or 1 << 62), num_sms)
     block_n = block_n or (128 if q.element_size() == 2 else 64)     # tiles of 32 KiB of K (D = 128)
-    paged_decode(q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out, num_splits, block_n, split_p)
+    paged_decode(q, k_cache, v_cache, md, seq_ids, scale, sliding_window, out, num_splits, block_n,
+                 split_p)
     prefill_ids = [i for i in range(md.num_seqs) if cu[i + 1] - cu[i] > 1]
     prefill_attention(q, k_cache, v_cache, md, prefill_ids, scale, sliding_window, out,
-                      prefill or ("auto" if q.is_cuda else "paged"))        # chapter 21: fused on the GPU
+                      prefill or ("auto" if q.is_cuda else "paged"))  # chapter 21: fused on the GPU
     return out
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #b9b3165d
-KERNELS.register("triton", KernelSet("triton", triton_paged_attention, triton_store_kv, cuda_graphs=True,
+KERNELS.register("triton",
+                 KernelSet("triton", triton_paged_attention, triton_store_kv, cuda_graphs=True,
                                      needs_gpu=True))

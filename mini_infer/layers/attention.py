@@ -18,15 +18,18 @@ from ..engine_config import KERNELS, KernelSet, register_pass
 
 # %% ../../nbs/11_attention.ipynb #c66a6dce
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    "Expand [Hkv, L, D] to [Hkv * n_rep, L, D], each KV head serving `n_rep` query heads [ainslie2023gqa]."
+    """Expand [Hkv, L, D] to [Hkv * n_rep, L, D], each KV head serving `n_rep` query heads
+    [ainslie2023gqa]."""
     if n_rep == 1:
         return x
     hkv, length, d = x.shape
     return x[:, None].expand(hkv, n_rep, length, d).reshape(hkv * n_rep, length, d)   # [H, L, D]
 
 # %% ../../nbs/11_attention.ipynb #412cab72
-def causal_mask(q_pos: torch.Tensor, num_keys: int, sliding_window: int | None, dtype) -> torch.Tensor:
-    "Additive mask [n, L]: 0 where query at `q_pos[i]` sees key j, the dtype's minimum elsewhere (Eq. 1's M)."
+def causal_mask(q_pos: torch.Tensor, num_keys: int, sliding_window: int | None,
+                dtype) -> torch.Tensor:
+    """Additive mask [n, L]: 0 where query at `q_pos[i]` sees key j, the dtype's minimum elsewhere
+    (Eq. 1's M)."""
     k_pos = torch.arange(num_keys, device=q_pos.device)
     allowed = k_pos[None, :] <= q_pos[:, None]                        # causal
     if sliding_window is not None:
@@ -37,16 +40,20 @@ def causal_mask(q_pos: torch.Tensor, num_keys: int, sliding_window: int | None, 
 # %% ../../nbs/11_attention.ipynb #01dd6618
 @dataclass
 class AttentionMetadata:
-    "Where each sequence's new tokens are in the packed batch and where its K/V live [kwon2023efficient, Sec. 4.1]."
-    cu_seqlens_q: torch.Tensor          # [B+1] int32: start of each sequence's new tokens in the batch
-    seq_lens: torch.Tensor              # [B] int32: tokens in the cache after this step (context + new)
-    slot_mapping: torch.Tensor          # [T] int64: flat cache slot of each new token's K/V
-    block_tables: torch.Tensor          # [B, max_blocks] int32: block ids of each sequence
-    block_size: int                     # P: tokens per block
-    cu_seqlens_q_cpu: list[int] = field(default_factory=list)   # host copies, no device sync per layer
+    """Where each sequence's new tokens are in the packed batch and where its K/V live
+    [kwon2023efficient, Sec. 4.1]."""
+    cu_seqlens_q: torch.Tensor      # [B+1] int32: start of each sequence's new tokens in the batch
+    seq_lens: torch.Tensor          # [B] int32: tokens in the cache after this step (context + new)
+    slot_mapping: torch.Tensor      # [T] int64: flat cache slot of each new token's K/V
+    block_tables: torch.Tensor      # [B, max_blocks] int32: block ids of each sequence
+    block_size: int                 # P: tokens per block
+    # host copies, no device sync per layer
+    cu_seqlens_q_cpu: list[int] = field(default_factory=list)
     seq_lens_cpu: list[int] = field(default_factory=list)
-    scratch: dict = field(default_factory=dict, repr=False)     # a backend's per-step work, shared by all layers
-    groups: dict[str, "AttentionMetadata"] = field(default_factory=dict, repr=False)   # per stream group
+    # a backend's per-step work, shared by all layers
+    scratch: dict = field(default_factory=dict, repr=False)
+    # per stream group
+    groups: dict[str, "AttentionMetadata"] = field(default_factory=dict, repr=False)
 
     @property
     def num_seqs(self) -> int: return len(self.seq_lens_cpu)
@@ -57,36 +64,44 @@ class AttentionMetadata:
 
 # %% ../../nbs/11_attention.ipynb #65e0a74f
 def token_slot(block_table: list[int], pos: int, block_size: int) -> int:
-    "Flat cache slot of entry `pos` of a sequence: block_table[pos // P] * P + pos % P [kwon2023efficient]."
+    """Flat cache slot of entry `pos` of a sequence: block_table[pos // P] * P + pos % P
+    [kwon2023efficient]."""
     return block_table[pos // block_size] * block_size + pos % block_size
 
 
-def build_metadata(query_lens: list[int], seq_lens: list[int], block_tables: list[list[int]], block_size: int,
+def build_metadata(query_lens: list[int], seq_lens: list[int], block_tables: list[list[int]],
+                   block_size: int,
                    device="cpu") -> AttentionMetadata:
-    "Metadata for sequences with `query_lens` new tokens ending at `seq_lens`, stored in `block_tables`."
+    """Metadata for sequences with `query_lens` new tokens ending at `seq_lens`, stored in
+    `block_tables`."""
     if len(query_lens) != len(seq_lens) or len(seq_lens) != len(block_tables):
         raise ValueError("query_lens, seq_lens and block_tables must have one entry per sequence")
     cu, slots = [0], []
     for q_len, s_len, table in zip(query_lens, seq_lens, block_tables):
         if not 0 <= q_len <= s_len or s_len > len(table) * block_size:
-            raise ValueError(f"sequence with {q_len} new tokens, length {s_len} and {len(table)} blocks of {block_size}")
+            raise ValueError(f"sequence with {q_len} new tokens, length {s_len} and {len(table)} "
+                             f"blocks of {block_size}")
         cu.append(cu[-1] + q_len)
         slots += [token_slot(table, t, block_size) for t in range(s_len - q_len, s_len)]
     width = max(len(t) for t in block_tables)
     padded = [t + [0] * (width - len(t)) for t in block_tables]
     i32 = dict(dtype=torch.int32, device=device)
     return AttentionMetadata(torch.tensor(cu, **i32), torch.tensor(seq_lens, **i32),
-                             torch.tensor(slots, dtype=torch.int64, device=device), torch.tensor(padded, **i32),
+                             torch.tensor(slots, dtype=torch.int64, device=device),
+                             torch.tensor(padded, **i32),
                              block_size, cu, list(seq_lens))
 
 # %% ../../nbs/11_attention.ipynb #f6d6d908
-def gather_paged(cache: torch.Tensor, md: AttentionMetadata, seq_idx: int, length: int | None = None,
+def gather_paged(cache: torch.Tensor, md: AttentionMetadata, seq_idx: int, length: int
+                 | None = None,
                  start: int = 0) -> torch.Tensor:
-    "Entries start..length [L', *shape] of sequence `seq_idx` in a paged stream [N, P, *shape] [kwon2023efficient]."
+    """Entries start..length [L', *shape] of sequence `seq_idx` in a paged stream [N, P, *shape]
+    [kwon2023efficient]."""
     length = md.seq_lens_cpu[seq_idx] if length is None else length
     first, last = start // md.block_size, -(-length // md.block_size)
     blocks = md.block_tables[seq_idx, first:last]                                        # [nb]
-    return cache.index_select(0, blocks).flatten(0, 1)[start - first * md.block_size:length - first * md.block_size]
+    return cache.index_select(0, blocks).flatten(0, 1)[start - first * md.block_size:length - first
+                                                       * md.block_size]
 
 # %% ../../nbs/11_attention.ipynb #c11bcf62
 STREAM_KINDS = ("full", "sliding", "compressed", "state")
@@ -97,16 +112,18 @@ class KVStreamSpec:
     "One named KV cache stream of a layer: per-entry shape, dtype (None = the model's) and kind."
     shape: tuple[int, ...]
     dtype: torch.dtype | None = None
-    kind: str = "full"                  # one of STREAM_KINDS
-    window: int | None = None           # tokens a query sees, for kind "sliding"
-    rate: int | None = None             # tokens per entry for "compressed"; for "state", where it is empty
+    kind: str = "full"           # one of STREAM_KINDS
+    window: int | None = None    # tokens a query sees, for kind "sliding"
+    rate: int | None = None      # tokens per entry for "compressed"; for "state", where it is empty
 
     def __post_init__(self):
         if self.kind not in STREAM_KINDS:
             raise ValueError(f"unknown stream kind {self.kind!r}; known: {', '.join(STREAM_KINDS)}")
         need = {"sliding": "window", "compressed": "rate"}.get(self.kind)
-        if need is not None and not (isinstance(getattr(self, need), int) and getattr(self, need) >= 1):
-            raise ValueError(f"a {self.kind} stream needs a positive integer {need}, got {getattr(self, need)!r}")
+        if (need is not None
+            and not (isinstance(getattr(self, need), int) and getattr(self, need) >= 1)):
+            raise ValueError(f"a {self.kind} stream needs a positive integer {need}, got "
+                             f"{getattr(self, need)!r}")
 
     @property
     def group(self) -> str:
@@ -132,14 +149,17 @@ def store_kv(cache: torch.Tensor, values: torch.Tensor, slot_mapping: torch.Tens
 
 def store_kv_pair(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   slot_mapping: torch.Tensor) -> None:
-    "A layer's K and V rows into their two caches at the same slots: `store_kv` twice (`Attention.store`)."
+    """A layer's K and V rows into their two caches at the same slots: `store_kv` twice
+    (`Attention.store`)."""
     store_kv(k_cache, k, slot_mapping)
     store_kv(v_cache, v, slot_mapping)
 
 # %% ../../nbs/11_attention.ipynb #2f3d61ce
-def reference_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+def reference_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                        md: AttentionMetadata,
                         scale: float, sliding_window: int | None = None) -> torch.Tensor:
-    "Causal GQA of packed queries q [T, H, D] over paged K/V caches [N, P, Hkv, D] (Eq. 1) [vaswani2017attention]."
+    """Causal GQA of packed queries q [T, H, D] over paged K/V caches [N, P, Hkv, D] (Eq. 1)
+    [vaswani2017attention]."""
     out = torch.empty_like(q)
     n_rep = q.shape[1] // k_cache.shape[2]
     for b in range(md.num_seqs):
@@ -166,49 +186,58 @@ class Attention(nn.Module):
                  sliding_window: int | None = None, backend=reference_attention):
         super().__init__()
         if num_heads % num_kv_heads:
-            raise ValueError(f"num_heads={num_heads} is not a multiple of num_kv_heads={num_kv_heads}")
+            raise ValueError(f"num_heads={num_heads} is not a multiple of "
+                             f"num_kv_heads={num_kv_heads}")
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale, self.sliding_window, self.backend = scale, sliding_window, backend
-        self.store = store_kv_pair                                     # a kernel set may bring one fused write
+        self.store = store_kv_pair                          # a kernel set may bring one fused write
         self.kv_cache: dict[str, torch.Tensor] | None = None          # bound by the runner
         self.kv_group = self.kv_streams()["k"].group
 
     def kv_streams(self) -> dict[str, KVStreamSpec]:
         "The cache streams this layer needs: `k` and `v`, [Hkv, D] per token."
         kind = "full" if self.sliding_window is None else "sliding"
-        spec = KVStreamSpec((self.num_kv_heads, self.head_dim), kind=kind, window=self.sliding_window)
+        spec = KVStreamSpec((self.num_kv_heads, self.head_dim), kind=kind,
+                            window=self.sliding_window)
         return {"k": spec, "v": spec}
 
     def forward(self, q, k, v, md: AttentionMetadata) -> torch.Tensor:
         "q [T, H, D], k/v [T, Hkv, D] -> [T, H, D]; writes k/v into the cache first."
         if self.kv_cache is None:
-            raise RuntimeError("Attention.kv_cache is not bound: the model runner allocates and binds it")
+            raise RuntimeError("Attention.kv_cache is not bound: the model runner allocates and "
+                               "binds it")
         md = md.view(self.kv_group)
         self.store(self.kv_cache["k"], self.kv_cache["v"], k, v, md.slot_mapping)
-        return self.backend(q, self.kv_cache["k"], self.kv_cache["v"], md, self.scale, self.sliding_window)
+        return self.backend(q, self.kv_cache["k"], self.kv_cache["v"], md, self.scale,
+                            self.sliding_window)
 
 # %% ../../nbs/11_attention.ipynb #10b864b0
-def bind_kv_cache(model: nn.Module, num_blocks: int | dict[str, int], block_size: int, dtype: torch.dtype,
+def bind_kv_cache(model: nn.Module, num_blocks: int | dict[str, int], block_size: int,
+                  dtype: torch.dtype,
                   device="cpu") -> int:
     "Allocate every layer's named cache streams [N_g, P, *shape] and bind them; returns the bytes."
     rows = num_blocks if isinstance(num_blocks, dict) else None
     if block_size < 1 or min(rows.values() if rows else [num_blocks], default=1) < 1:
-        raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must both be positive")
+        raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must both be "
+                         "positive")
     total = 0
     for layer in model.modules():
-        if not hasattr(layer, "kv_streams"):             # Attention, or any layer declaring its own streams (MLA)
+        # Attention, or any layer declaring its own streams (MLA)
+        if not hasattr(layer, "kv_streams"):
             continue
         layer.kv_cache = {}
         for name, spec in layer.kv_streams().items():
             n = num_blocks if rows is None else rows[spec.group]
             p = 1 if spec.kind == "state" else block_size
-            layer.kv_cache[name] = torch.zeros(n, p, *spec.shape, dtype=spec.dtype or dtype, device=device)
+            layer.kv_cache[name] = torch.zeros(n, p, *spec.shape, dtype=spec.dtype or dtype,
+                                               device=device)
         total += sum(t.numel() * t.element_size() for t in layer.kv_cache.values())
     return total
 
 # %% ../../nbs/11_attention.ipynb #e580c0a3
 def use_kernel_set(model: nn.Module, kernel_set: KernelSet) -> int:
-    "Set every `Attention` layer's backend and K/V write to `kernel_set`'s; returns how many layers."
+    """Set every `Attention` layer's backend and K/V write to `kernel_set`'s; returns how many
+    layers."""
     layers = [m for m in model.modules() if isinstance(m, Attention)]
     for layer in layers:
         layer.backend, layer.store = kernel_set.attention, kernel_set.store or store_kv_pair

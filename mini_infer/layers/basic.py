@@ -22,21 +22,23 @@ from ..weights import default_weight_loader
 
 # %% ../../nbs/10_layers.ipynb #f0b3dd55
 class RMSNorm(nn.Module):
-    "x / RMS(x) * g in `transformers`' op order; `forward(x, residual)` adds residual first [zhang2019root, Eq. 4]."
+    """x / RMS(x) * g in `transformers`' op order; `forward(x, residual)` adds residual first
+    [zhang2019root, Eq. 4]."""
 
     def __init__(self, hidden_size: int, eps: float = 1e-6):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size))
         self.variance_epsilon = eps
-        self.kernel = None                                     # fused kernel(x, weight, eps, residual), chapter 10a
+        self.kernel = None                     # fused kernel(x, weight, eps, residual), chapter 10a
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         if x.shape[-1] != self.weight.shape[0]:
-            raise ValueError(f"RMSNorm over {self.weight.shape[0]} features got an input of shape {tuple(x.shape)}")
+            raise ValueError(f"RMSNorm over {self.weight.shape[0]} features got an input of shape "
+                             f"{tuple(x.shape)}")
         if self.kernel is not None:
             return self.kernel(x, self.weight, self.variance_epsilon, residual)
         if residual is not None:
-            x = residual + x                                   # the decoder's residual add, in the model dtype
+            x = residual + x                        # the decoder's residual add, in the model dtype
             residual = x
         input_dtype = x.dtype
         h = x.to(torch.float32)
@@ -50,14 +52,16 @@ class RMSNorm(nn.Module):
 
 # %% ../../nbs/10_layers.ipynb #55a7cb53
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    "(x1, x2) -> (-x2, x1) on the two halves of the last dim: rot(x) of the neox layout [su2021roformer, Eq. 34]."
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: rot(x) of the neox layout
+    [su2021roformer, Eq. 34]."""
     x1 = x[..., : x.shape[-1] // 2]
     x2 = x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 # %% ../../nbs/10_layers.ipynb #b3ce4d07
 class RotaryEmbedding(nn.Module):
-    "RoPE, neox layout, from a cos/sin table indexed by position: forward(positions, q, k) [su2021roformer, Eq. 34]."
+    """RoPE, neox layout, from a cos/sin table indexed by position: forward(positions, q, k)
+    [su2021roformer, Eq. 34]."""
 
     attention_scaling = 1.0
 
@@ -65,9 +69,14 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         if head_dim % 2:
             raise ValueError(f"rotary embeddings need an even head_dim, got {head_dim}")
-        self.head_dim, self.max_position_embeddings, self.rope_theta = head_dim, max_position_embeddings, rope_theta
-        self.register_buffer("cos_sin_cache", self._compute_cos_sin_cache(), persistent=False)   # [P, D]
-        self.kernel = None                                     # fused kernel(positions, q, k, cos_sin_cache), 10a
+        self.head_dim, self.max_position_embeddings, self.rope_theta = (
+            head_dim,
+            max_position_embeddings,
+            rope_theta,
+        )
+        # [P, D]
+        self.register_buffer("cos_sin_cache", self._compute_cos_sin_cache(), persistent=False)
+        self.kernel = None                       # fused kernel(positions, q, k, cos_sin_cache), 10a
 
     @property
     def num_cached_positions(self) -> int:
@@ -78,23 +87,32 @@ class RotaryEmbedding(nn.Module):
 
     def _compute_inv_freq(self, base) -> torch.Tensor:
         "theta_i = base^(-2i/D) in fp32, as `transformers` computes it [su2021roformer, Eq. 15]."
-        return 1.0 / (base ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64).float() / self.head_dim))
+        return (1.0 / (base ** (torch.arange(0, self.head_dim, 2,
+                                             dtype=torch.int64).float() / self.head_dim)))
 
     def _compute_cos_sin_cache(self, device=None) -> torch.Tensor:
-        inv_freq = self._compute_inv_freq(self.rope_theta).to(device)     # on the CPU, like transformers' buffer
-        freqs = torch.arange(self._cache_len(), device=device).float()[:, None] * inv_freq                 # [P, D/2]
-        return torch.cat((freqs.cos() * self.attention_scaling, freqs.sin() * self.attention_scaling), dim=-1)
+        # on the CPU, like transformers' buffer
+        inv_freq = self._compute_inv_freq(self.rope_theta).to(device)
+        # [P, D/2]
+        freqs = torch.arange(self._cache_len(), device=device).float()[:, None] * inv_freq
+        return torch.cat((freqs.cos() * self.attention_scaling, freqs.sin()
+                          * self.attention_scaling), dim=-1)
 
     def recompute_on_device(self) -> None:
-        "Recompute the table where it now lives, with that device's cos and sin, and keep its dtype."
-        self.cos_sin_cache = self._compute_cos_sin_cache(self.cos_sin_cache.device).to(self.cos_sin_cache.dtype)
+        """Recompute the table where it now lives, with that device's cos and sin, and keep its
+        dtype."""
+        self.cos_sin_cache = self._compute_cos_sin_cache(self.cos_sin_cache.device).to(
+            self.cos_sin_cache.dtype
+        )
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
-        if q.dim() != 3 or k.dim() != 3 or q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
+        if (q.dim() != 3 or k.dim() != 3 or q.shape[-1] != self.head_dim
+            or k.shape[-1] != self.head_dim):
             raise ValueError(f"expected q [T, H, {self.head_dim}] and k [T, Hkv, {self.head_dim}], "
                              f"got {tuple(q.shape)} and {tuple(k.shape)}")
         if not positions.shape[0] == q.shape[0] == k.shape[0]:
-            raise ValueError(f"{positions.shape[0]} positions for {q.shape[0]} queries and {k.shape[0]} keys")
+            raise ValueError(f"{positions.shape[0]} positions for {q.shape[0]} queries and "
+                             f"{k.shape[0]} keys")
         if self.kernel is not None:
             return self.kernel(positions, q, k, self.cos_sin_cache)
         cos, sin = self.cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)    # [T, D/2] each
@@ -103,13 +121,15 @@ class RotaryEmbedding(nn.Module):
         return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, rope_theta={self.rope_theta}, positions={self.num_cached_positions}"
+        return (f"head_dim={self.head_dim}, rope_theta={self.rope_theta}, "
+                f"positions={self.num_cached_positions}")
 
 # %% ../../nbs/10_layers.ipynb #7e6cbe22
 class LinearScalingRotaryEmbedding(RotaryEmbedding):
     "RoPE with every frequency divided by `factor`: position interpolation [chen2023extending]."
 
-    def __init__(self, head_dim: int, max_position_embeddings: int, rope_theta: float, factor: float):
+    def __init__(self, head_dim: int, max_position_embeddings: int, rope_theta: float,
+                 factor: float):
         self.factor = factor
         super().__init__(head_dim, max_position_embeddings, rope_theta)
 
@@ -118,9 +138,11 @@ class LinearScalingRotaryEmbedding(RotaryEmbedding):
 
 # %% ../../nbs/10_layers.ipynb #08957432
 class DynamicNTKScalingRotaryEmbedding(RotaryEmbedding):
-    "Dynamic NTK base change, made per-position: row p uses the base for length max(p+1, L) [peng2023yarn, Eq. 19]."
+    """Dynamic NTK base change, made per-position: row p uses the base for length max(p+1, L)
+    [peng2023yarn, Eq. 19]."""
 
-    def __init__(self, head_dim: int, max_position_embeddings: int, rope_theta: float, factor: float):
+    def __init__(self, head_dim: int, max_position_embeddings: int, rope_theta: float,
+                 factor: float):
         self.factor = factor
         super().__init__(head_dim, max_position_embeddings, rope_theta)
 
@@ -128,10 +150,11 @@ class DynamicNTKScalingRotaryEmbedding(RotaryEmbedding):
         return int(self.max_position_embeddings * self.factor)
 
     def _inv_freq_for_len(self, seq_len: int) -> torch.Tensor:
-        "The frequencies `transformers` uses for a forward whose longest sequence has `seq_len` tokens."
+        """The frequencies `transformers` uses for a forward whose longest sequence has `seq_len`
+        tokens."""
         if seq_len <= self.max_position_embeddings:
             return self._compute_inv_freq(self.rope_theta)
-        d, length = self.head_dim, torch.tensor(seq_len)                # a 0-dim int64 tensor, as in transformers
+        d, length = self.head_dim, torch.tensor(seq_len)  # a 0-dim int64 tensor, as in transformers
         scale = (self.factor * length / self.max_position_embeddings) - (self.factor - 1)
         return self._compute_inv_freq(self.rope_theta * scale ** (d / (d - 2)))           # Eq. 19'
 
@@ -139,52 +162,66 @@ class DynamicNTKScalingRotaryEmbedding(RotaryEmbedding):
         num_inside = min(self.max_position_embeddings, self._cache_len())
         rows = [self._compute_inv_freq(self.rope_theta).expand(num_inside, -1)]
         rows += [self._inv_freq_for_len(p + 1)[None] for p in range(num_inside, self._cache_len())]
-        freqs = torch.arange(self._cache_len(), device=device).float()[:, None] * torch.cat(rows).to(device)  # [P, D/2]
+        # [P, D/2]
+        freqs = (torch.arange(self._cache_len(), device=device).float()[:, None]
+                 * torch.cat(rows).to(device))
         return torch.cat((freqs.cos(), freqs.sin()), dim=-1)
 
 # %% ../../nbs/10_layers.ipynb #ed5515db
 class Llama3RotaryEmbedding(RotaryEmbedding):
-    "RoPE with Llama 3.1's frequency bands: keep short wavelengths, divide long ones by `factor`, blend between."
+    """RoPE with Llama 3.1's frequency bands: keep short wavelengths, divide long ones by `factor`,
+    blend between."""
 
-    def __init__(self, head_dim: int, max_position_embeddings: int, rope_theta: float, factor: float,
-                 low_freq_factor: float, high_freq_factor: float, original_max_position_embeddings: int):
-        self.factor, self.low_freq_factor, self.high_freq_factor = factor, low_freq_factor, high_freq_factor
+    def __init__(self, head_dim: int, max_position_embeddings: int, rope_theta: float,
+                 factor: float,
+                 low_freq_factor: float, high_freq_factor: float,
+                 original_max_position_embeddings: int):
+        self.factor, self.low_freq_factor, self.high_freq_factor = (factor, low_freq_factor,
+                                                                    high_freq_factor)
         self.original_max_position_embeddings = original_max_position_embeddings
         super().__init__(head_dim, max_position_embeddings, rope_theta)
 
     def _compute_inv_freq(self, base) -> torch.Tensor:
         inv_freq = super()._compute_inv_freq(base)
-        old_len, low, high = self.original_max_position_embeddings, self.low_freq_factor, self.high_freq_factor
+        old_len, low, high = (self.original_max_position_embeddings, self.low_freq_factor,
+                              self.high_freq_factor)
         wavelen = 2 * math.pi / inv_freq
         inv_freq_llama = torch.where(wavelen > old_len / low, inv_freq / self.factor, inv_freq)
         smooth_factor = (old_len / wavelen - low) / (high - low)
-        smoothed = (1 - smooth_factor) * inv_freq_llama / self.factor + smooth_factor * inv_freq_llama
+        smoothed = ((1 - smooth_factor) * inv_freq_llama / self.factor + smooth_factor
+                    * inv_freq_llama)
         is_medium_freq = ~(wavelen < old_len / high) * ~(wavelen > old_len / low)
         return torch.where(is_medium_freq, smoothed, inv_freq_llama)
 
 # %% ../../nbs/10_layers.ipynb #1d178c01
 class YaRNScalingRotaryEmbedding(RotaryEmbedding):
-    "YaRN: NTK-by-parts frequencies and cos/sin scaled by sqrt(1/t) [peng2023yarn, Eqs. 11, 13, 15]."
+    """YaRN: NTK-by-parts frequencies and cos/sin scaled by sqrt(1/t) [peng2023yarn, Eqs. 11, 13,
+    15]."""
 
-    def __init__(self, head_dim: int, max_position_embeddings: int, rope_theta: float, factor: float,
+    def __init__(self, head_dim: int, max_position_embeddings: int, rope_theta: float,
+                 factor: float,
                  original_max_position_embeddings: int, beta_fast: float = 32, beta_slow: float = 1,
                  attention_factor: float | None = None, mscale: float | None = None,
                  mscale_all_dim: float | None = None, truncate: bool = True):
-        self.factor, self.original_max_position_embeddings = factor, original_max_position_embeddings
+        self.factor, self.original_max_position_embeddings = (factor,
+                                                              original_max_position_embeddings)
         self.beta_fast, self.beta_slow, self.truncate = beta_fast, beta_slow, truncate
-        def get_mscale(scale, m=1): return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0   # Eq. 15
+        # Eq. 15
+        def get_mscale(scale, m=1): return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
         if attention_factor is None:
-            attention_factor = (float(get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim))
+            attention_factor = (float(get_mscale(factor,
+                                                 mscale) / get_mscale(factor, mscale_all_dim))
                                 if mscale and mscale_all_dim else get_mscale(factor))
         self.attention_scaling = attention_factor
         super().__init__(head_dim, max_position_embeddings, rope_theta)
 
     def _cache_len(self) -> int:
-        return max(self.max_position_embeddings, int(self.original_max_position_embeddings * self.factor))
+        return max(self.max_position_embeddings,
+                   int(self.original_max_position_embeddings * self.factor))
 
     def _compute_inv_freq(self, base) -> torch.Tensor:
         d = self.head_dim
-        def correction_dim(num_rotations):                              # the channel where r(d) = num_rotations
+        def correction_dim(num_rotations):                  # the channel where r(d) = num_rotations
             wavelengths = self.original_max_position_embeddings / (num_rotations * 2 * math.pi)
             return d * math.log(wavelengths) / (2 * math.log(base))
         low, high = correction_dim(self.beta_fast), correction_dim(self.beta_slow)
@@ -193,27 +230,33 @@ class YaRNScalingRotaryEmbedding(RotaryEmbedding):
         low, high = max(low, 0), min(high, d - 1)
         if low == high:
             high += 0.001                                               # avoid a zero-width ramp
-        ramp = torch.clamp((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low), 0, 1)   # 1 - gamma
+        # 1 - gamma
+        ramp = torch.clamp((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
         pos_freqs = base ** (torch.arange(0, d, 2).float() / d)
-        inv_freq_interpolation, inv_freq_extrapolation = 1.0 / (self.factor * pos_freqs), 1.0 / pos_freqs
+        inv_freq_interpolation, inv_freq_extrapolation = (1.0 / (self.factor * pos_freqs),
+                                                          1.0 / pos_freqs)
         extrapolation_factor = 1 - ramp                                 # gamma, Eq. 11
         return (inv_freq_interpolation * (1 - extrapolation_factor)                    # Eq. 13
                 + inv_freq_extrapolation * extrapolation_factor)
 
 # %% ../../nbs/10_layers.ipynb #ef61f6ce
 _ROPE_REQUIRED_KEYS = {"default": (), "linear": ("factor",), "dynamic": ("factor",),
-                       "llama3": ("factor", "low_freq_factor", "high_freq_factor"), "yarn": ("factor",)}
+                       "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+                       "yarn": ("factor",)}
 
 
 def get_rope(head_dim: int, rope_parameters: dict, max_position_embeddings: int) -> RotaryEmbedding:
-    "The rotary module for a `transformers` 5 `rope_parameters` dict (default, linear, dynamic, llama3, yarn)."
+    """The rotary module for a `transformers` 5 `rope_parameters` dict (default, linear, dynamic,
+    llama3, yarn)."""
     p = rope_parameters
     rope_type = p.get("rope_type", p.get("type", "default"))
     if rope_type not in _ROPE_REQUIRED_KEYS:
-        raise ValueError(f"unsupported rope_type {rope_type!r}; supported: {', '.join(_ROPE_REQUIRED_KEYS)}")
+        raise ValueError(f"unsupported rope_type {rope_type!r}; supported: "
+                         f"{', '.join(_ROPE_REQUIRED_KEYS)}")
     missing = [key for key in ("rope_theta", *_ROPE_REQUIRED_KEYS[rope_type]) if key not in p]
     if missing:
-        raise ValueError(f"rope_type {rope_type!r} needs {missing} in rope_parameters, got {sorted(p)}")
+        raise ValueError(f"rope_type {rope_type!r} needs {missing} in rope_parameters, got "
+                         f"{sorted(p)}")
     if p.get("partial_rotary_factor", 1.0) != 1.0:
         raise ValueError(f"partial rotary embeddings are not supported here (partial_rotary_factor="
                          f"{p['partial_rotary_factor']})")
@@ -226,15 +269,21 @@ def get_rope(head_dim: int, rope_parameters: dict, max_position_embeddings: int)
         return DynamicNTKScalingRotaryEmbedding(*args, p["factor"])
     original = p.get("original_max_position_embeddings", max_position_embeddings)
     if rope_type == "llama3":
-        return Llama3RotaryEmbedding(*args, p["factor"], p["low_freq_factor"], p["high_freq_factor"], original)
-    return YaRNScalingRotaryEmbedding(*args, p["factor"] or max_position_embeddings / original, original,
-                                      beta_fast=p.get("beta_fast") or 32, beta_slow=p.get("beta_slow") or 1,
-                                      attention_factor=p.get("attention_factor"), mscale=p.get("mscale"),
-                                      mscale_all_dim=p.get("mscale_all_dim"), truncate=p.get("truncate", True))
+        return Llama3RotaryEmbedding(*args, p["factor"], p["low_freq_factor"],
+                                     p["high_freq_factor"], original)
+    return YaRNScalingRotaryEmbedding(*args, p["factor"] or max_position_embeddings / original,
+                                      original,
+                                      beta_fast=p.get("beta_fast") or 32,
+                                      beta_slow=p.get("beta_slow") or 1,
+                                      attention_factor=p.get("attention_factor"),
+                                      mscale=p.get("mscale"),
+                                      mscale_all_dim=p.get("mscale_all_dim"),
+                                      truncate=p.get("truncate", True))
 
 # %% ../../nbs/10_layers.ipynb #8473055a
 class TensorParallelGroup(Protocol):
-    "What the parallel layers need from a communicator (the tensor-parallel chapter's) [shoeybi2019megatron]."
+    """What the parallel layers need from a communicator (the tensor-parallel chapter's)
+    [shoeybi2019megatron]."""
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
         "The element-wise sum of `x` over all ranks."
@@ -258,12 +307,15 @@ def attach_weight_loader(module: nn.Module) -> None:
         p.weight_loader = module.weight_loader
 
 # %% ../../nbs/10_layers.ipynb #f89bde1c
-def load_shard(param: nn.Parameter, loaded_weight: torch.Tensor, dim: int, tp_rank: int, tp_size: int) -> None:
-    "Copy rank `tp_rank`'s slice along `dim` of a full checkpoint tensor into `param` [shoeybi2019megatron, Sec. 3]."
+def load_shard(param: nn.Parameter, loaded_weight: torch.Tensor, dim: int, tp_rank: int,
+               tp_size: int) -> None:
+    """Copy rank `tp_rank`'s slice along `dim` of a full checkpoint tensor into `param`
+    [shoeybi2019megatron, Sec. 3]."""
     full_shape = list(param.shape)
     full_shape[dim] *= tp_size
     if list(loaded_weight.shape) != full_shape:
-        raise ValueError(f"checkpoint tensor of shape {tuple(loaded_weight.shape)}, expected the full shape "
+        raise ValueError(f"checkpoint tensor of shape {tuple(loaded_weight.shape)}, expected the "
+                         "full shape "
                          f"{tuple(full_shape)} to split over tp_size={tp_size}")
     size = param.shape[dim]
     with torch.no_grad():
@@ -271,24 +323,34 @@ def load_shard(param: nn.Parameter, loaded_weight: torch.Tensor, dim: int, tp_ra
 
 # %% ../../nbs/10_layers.ipynb #472c4dc3
 class ColumnParallelLinear(nn.Module):
-    "y = x W^T + b, W's output rows split over ranks: rank r returns its slice of y [shoeybi2019megatron, Sec. 3]."
+    """y = x W^T + b, W's output rows split over ranks: rank r returns its slice of y
+    [shoeybi2019megatron, Sec. 3]."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = False, tp_rank: int = 0, tp_size: int = 1):
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, tp_rank: int = 0,
+                 tp_size: int = 1):
         super().__init__()
         if not 0 <= tp_rank < tp_size:
             raise ValueError(f"tp_rank {tp_rank} is not in [0, tp_size={tp_size})")
-        self.in_features, self.out_features, self.tp_rank, self.tp_size = in_features, out_features, tp_rank, tp_size
+        self.in_features, self.out_features, self.tp_rank, self.tp_size = (
+            in_features,
+            out_features,
+            tp_rank,
+            tp_size,
+        )
         self.output_size_per_partition = divide(out_features, tp_size, "out_features")
-        self.weight = nn.Parameter(torch.empty(self.output_size_per_partition, in_features), requires_grad=False)
+        self.weight = nn.Parameter(torch.empty(self.output_size_per_partition, in_features),
+                                   requires_grad=False)
         if bias:
-            self.bias = nn.Parameter(torch.empty(self.output_size_per_partition), requires_grad=False)
+            self.bias = nn.Parameter(torch.empty(self.output_size_per_partition),
+                                     requires_grad=False)
         else:
             self.register_parameter("bias", None)
         attach_weight_loader(self)
-        self.kernel = None                                     # a matmul kernel(x, weight, bias), chapter 40a
+        self.kernel = None                           # a matmul kernel(x, weight, bias), chapter 40a
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor) -> None:
-        load_shard(param, loaded_weight, 0, self.tp_rank, self.tp_size)   # weight rows and bias entries
+        # weight rows and bias entries
+        load_shard(param, loaded_weight, 0, self.tp_rank, self.tp_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel is not None:
@@ -297,27 +359,36 @@ class ColumnParallelLinear(nn.Module):
 
     def extra_repr(self) -> str:
         tp = f"{self.tp_rank}/{self.tp_size}"
-        return f"in={self.in_features}, out={self.out_features}, bias={self.bias is not None}, tp={tp}"
+        return (f"in={self.in_features}, out={self.out_features}, bias={self.bias is not None}, "
+                f"tp={tp}")
 
 # %% ../../nbs/10_layers.ipynb #830c27ae
 class RowParallelLinear(nn.Module):
-    "y = sum_r x_r W_r^T + b, W's input columns split over ranks, summed by `tp_group` [shoeybi2019megatron, Sec. 3]."
+    """y = sum_r x_r W_r^T + b, W's input columns split over ranks, summed by `tp_group`
+    [shoeybi2019megatron, Sec. 3]."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = False, tp_rank: int = 0, tp_size: int = 1,
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, tp_rank: int = 0,
+                 tp_size: int = 1,
                  tp_group: TensorParallelGroup | None = None):
         super().__init__()
         if not 0 <= tp_rank < tp_size:
             raise ValueError(f"tp_rank {tp_rank} is not in [0, tp_size={tp_size})")
-        self.in_features, self.out_features, self.tp_rank, self.tp_size = in_features, out_features, tp_rank, tp_size
+        self.in_features, self.out_features, self.tp_rank, self.tp_size = (
+            in_features,
+            out_features,
+            tp_rank,
+            tp_size,
+        )
         self.tp_group = tp_group
         self.input_size_per_partition = divide(in_features, tp_size, "in_features")
-        self.weight = nn.Parameter(torch.empty(out_features, self.input_size_per_partition), requires_grad=False)
+        self.weight = nn.Parameter(torch.empty(out_features, self.input_size_per_partition),
+                                   requires_grad=False)
         if bias:
             self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False)
         else:
             self.register_parameter("bias", None)
         attach_weight_loader(self)
-        self.kernel = None                                     # a matmul kernel(x, weight, bias), chapter 40a
+        self.kernel = None                           # a matmul kernel(x, weight, bias), chapter 40a
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor) -> None:
         if param is self.bias:
@@ -327,18 +398,21 @@ class RowParallelLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bias = self.bias if self.tp_rank == 0 else None
-        out = F.linear(x, self.weight, bias) if self.kernel is None else self.kernel(x, self.weight, bias)
+        out = (F.linear(x, self.weight, bias) if self.kernel is None
+               else self.kernel(x, self.weight, bias))
         if self.tp_size > 1 and self.tp_group is not None:
             out = self.tp_group.all_reduce(out)
         return out
 
     def extra_repr(self) -> str:
         tp = f"{self.tp_rank}/{self.tp_size}"
-        return f"in={self.in_features}, out={self.out_features}, bias={self.bias is not None}, tp={tp}"
+        return (f"in={self.in_features}, out={self.out_features}, bias={self.bias is not None}, "
+                f"tp={tp}")
 
 # %% ../../nbs/10_layers.ipynb #59069dc7
 class VocabParallelEmbedding(nn.Module):
-    "Embedding split by vocabulary rows; other ranks' ids read zeros, summed by `tp_group` [shoeybi2019megatron]."
+    """Embedding split by vocabulary rows; other ranks' ids read zeros, summed by `tp_group`
+    [shoeybi2019megatron]."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, tp_rank: int = 0, tp_size: int = 1,
                  tp_group: TensorParallelGroup | None = None):
@@ -347,10 +421,13 @@ class VocabParallelEmbedding(nn.Module):
             raise ValueError(f"tp_rank {tp_rank} is not in [0, tp_size={tp_size})")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.tp_rank, self.tp_size, self.tp_group = tp_rank, tp_size, tp_group
-        self.num_embeddings_per_partition = -(-num_embeddings // tp_size)       # ceil: the last rank is padded
+        # ceil: the last rank is padded
+        self.num_embeddings_per_partition = -(-num_embeddings // tp_size)
         self.vocab_start_index = min(tp_rank * self.num_embeddings_per_partition, num_embeddings)
-        self.vocab_end_index = min(self.vocab_start_index + self.num_embeddings_per_partition, num_embeddings)
-        self.weight = nn.Parameter(torch.empty(self.num_embeddings_per_partition, embedding_dim), requires_grad=False)
+        self.vocab_end_index = min(self.vocab_start_index + self.num_embeddings_per_partition,
+                                   num_embeddings)
+        self.weight = nn.Parameter(torch.empty(self.num_embeddings_per_partition, embedding_dim),
+                                   requires_grad=False)
         attach_weight_loader(self)
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor) -> None:
@@ -366,19 +443,23 @@ class VocabParallelEmbedding(nn.Module):
         if self.tp_size == 1:
             return F.embedding(input_ids, self.weight)
         is_owned = (input_ids >= self.vocab_start_index) & (input_ids < self.vocab_end_index)
-        local_ids = (input_ids - self.vocab_start_index) * is_owned                # others read row 0, then zeroed
+        # others read row 0, then zeroed
+        local_ids = (input_ids - self.vocab_start_index) * is_owned
         out = F.embedding(local_ids, self.weight).masked_fill(~is_owned.unsqueeze(-1), 0)
         return self.tp_group.all_reduce(out) if self.tp_group is not None else out
 
 # %% ../../nbs/10_layers.ipynb #44a5eba1
 class ParallelLMHead(VocabParallelEmbedding):
-    "logits = h E^T with E split by vocabulary rows, gathered over ranks by `tp_group` [shoeybi2019megatron]."
+    """logits = h E^T with E split by vocabulary rows, gathered over ranks by `tp_group`
+    [shoeybi2019megatron]."""
 
     def tie_weights(self, embed_tokens: VocabParallelEmbedding) -> "ParallelLMHead":
         "Share the input embedding's matrix (tie_word_embeddings); returns self."
         if embed_tokens.weight.shape != self.weight.shape or embed_tokens.tp_rank != self.tp_rank:
-            raise ValueError(f"cannot tie a head of shape {tuple(self.weight.shape)} (rank {self.tp_rank}) to an "
-                             f"embedding of shape {tuple(embed_tokens.weight.shape)} (rank {embed_tokens.tp_rank})")
+            raise ValueError(f"cannot tie a head of shape {tuple(self.weight.shape)} (rank "
+                             f"{self.tp_rank}) to an "
+                             f"embedding of shape {tuple(embed_tokens.weight.shape)} (rank "
+                             f"{embed_tokens.tp_rank})")
         self.weight = embed_tokens.weight
         return self
 
@@ -395,7 +476,8 @@ _ACTIVATIONS = {"silu": nn.SiLU, "gelu_pytorch_tanh": lambda: nn.GELU(approximat
 def get_act_fn(hidden_act: str) -> nn.Module:
     "The activation module for a config's `hidden_act` (silu, gelu_pytorch_tanh)."
     if hidden_act not in _ACTIVATIONS:
-        raise ValueError(f"unsupported hidden_act {hidden_act!r}; supported: {', '.join(_ACTIVATIONS)}")
+        raise ValueError(f"unsupported hidden_act {hidden_act!r}; supported: "
+                         f"{', '.join(_ACTIVATIONS)}")
     return _ACTIVATIONS[hidden_act]()
 
 # %% ../../nbs/10_layers.ipynb #af3be767
@@ -404,24 +486,28 @@ class SiluAndMul(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] % 2:
-            raise ValueError(f"SiluAndMul needs an even last dimension (gate | up), got {tuple(x.shape)}")
+            raise ValueError("SiluAndMul needs an even last dimension (gate | up), got "
+                             f"{tuple(x.shape)}")
         d = x.shape[-1] // 2
         return F.silu(x[..., :d]) * x[..., d:]
 
 # %% ../../nbs/10_layers.ipynb #81e65720
 class MLP(nn.Module):
-    "down(act(gate(x)) * up(x)) with HF's separate projections, tensor-parallel ready [shazeer2020glu, Eq. 6]."
+    """down(act(gate(x)) * up(x)) with HF's separate projections, tensor-parallel ready
+    [shazeer2020glu, Eq. 6]."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, hidden_act: str = "silu", bias: bool = False,
+    def __init__(self, hidden_size: int, intermediate_size: int, hidden_act: str = "silu",
+                 bias: bool = False,
                  tp_rank: int = 0, tp_size: int = 1, tp_group: TensorParallelGroup | None = None):
         super().__init__()
         tp = dict(tp_rank=tp_rank, tp_size=tp_size)
         self.gate_proj = ColumnParallelLinear(hidden_size, intermediate_size, bias=bias, **tp)
         self.up_proj = ColumnParallelLinear(hidden_size, intermediate_size, bias=bias, **tp)
-        self.down_proj = RowParallelLinear(intermediate_size, hidden_size, bias=bias, tp_group=tp_group, **tp)
+        self.down_proj = RowParallelLinear(intermediate_size, hidden_size, bias=bias,
+                                           tp_group=tp_group, **tp)
         self.act_fn = get_act_fn(hidden_act)
-        self.kernel = None                                     # fused kernel(gate, up) = act(gate) * up, chapter 10a
-        self.gate_up_proj = None                               # one matmul for both, set by merge_projections()
+        self.kernel = None                    # fused kernel(gate, up) = act(gate) * up, chapter 10a
+        self.gate_up_proj = None              # one matmul for both, set by merge_projections()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate_up_proj is not None:
@@ -439,28 +525,31 @@ class MLP(nn.Module):
 
 # %% ../../nbs/10_layers.ipynb #317c1a6f
 def merge_linears(parts: list[nn.Module]) -> nn.Module:
-    "One layer computing all `parts` (same class, same input) with one matmul; their tensors become views into it."
+    """One layer computing all `parts` (same class, same input) with one matmul; their tensors
+    become views into it."""
     first = parts[0]
     if (len({type(p) for p in parts}) != 1 or isinstance(first, RowParallelLinear)
-            or getattr(first, "is_row_parallel", False)                           # chapter 40's Int8Linear
+            or getattr(first, "is_row_parallel", False)                    # chapter 40's Int8Linear
             or len({(p.in_features, p.tp_rank, p.tp_size) for p in parts}) != 1):
-        raise ValueError("merge_linears merges column-parallel layers of one class, input size and tensor-parallel "
+        raise ValueError("merge_linears merges column-parallel layers of one class, input size and "
+                         "tensor-parallel "
                          f"rank, got {[type(p).__name__ for p in parts]}")
-    merged = type(first).__new__(type(first))                  # the first part's class and plain attributes (tp
-    nn.Module.__init__(merged)                                 # rank, sizes, `kernel`), its own parameter, buffer
-    for key, value in first.__dict__.items():                  # and hook tables
+    merged = type(first).__new__(type(first))    # the first part's class and plain attributes (tp
+    nn.Module.__init__(merged)                   # rank, sizes, `kernel`), its own parameter, buffer
+    for key, value in first.__dict__.items():    # and hook tables
         merged.__dict__.setdefault(key, value)
     merged.training = first.training
     tensors = [(n, True) for n, _ in first.named_parameters(recurse=False)]
     tensors += [(n, False) for n, _ in first.named_buffers(recurse=False)]
     for name, is_param in tensors:
-        whole = torch.cat([getattr(p, name) for p in parts])   # [sum N_i, ...] rows in the parts' order
+        # [sum N_i, ...] rows in the parts' order
+        whole = torch.cat([getattr(p, name) for p in parts])
         if is_param:
             merged.register_parameter(name, nn.Parameter(whole, requires_grad=False))
         else:
             merged.register_buffer(name, whole)
         start = 0
-        for p in parts:                                        # each part's rows become a view into `whole`
+        for p in parts:                                # each part's rows become a view into `whole`
             rows = getattr(p, name).shape[0]
             view = whole[start:start + rows]
             if is_param:
@@ -468,12 +557,13 @@ def merge_linears(parts: list[nn.Module]) -> nn.Module:
             else:
                 p._buffers[name] = view
             start += rows
-    for name in ("bias", "weight"):                            # biases missing on all parts stay missing
-        if name not in merged._parameters and getattr(first, name, None) is None and name in first._parameters:
+    for name in ("bias", "weight"):                       # biases missing on all parts stay missing
+        if (name not in merged._parameters and getattr(first, name, None) is None
+            and name in first._parameters):
             merged.register_parameter(name, None)
     for p in parts:
         if hasattr(p, "weight_loader"):
-            attach_weight_loader(p)                            # the new view parameters load through the part
+            attach_weight_loader(p)                  # the new view parameters load through the part
     merged.out_features = sum(p.out_features for p in parts)
     if hasattr(first, "output_size_per_partition"):
         merged.output_size_per_partition = sum(p.output_size_per_partition for p in parts)
@@ -489,7 +579,8 @@ def merge_projections(model: nn.Module) -> int:
     return len(mergeable)
 
 # %% ../../nbs/10_layers.ipynb #b94dfa59
-@register_pass("merge_projections", order=20, applies=lambda config: config.resolved_kernels == "triton")
+@register_pass("merge_projections", order=20,
+               applies=lambda config: config.resolved_kernels == "triton")
 def merge_projections_pass(model: nn.Module, config) -> int:
     "Model pass: one matmul for q/k/v and one for gate/up in every layer (with the Triton kernels)."
     return merge_projections(model)

@@ -20,13 +20,18 @@ from .basic import RMSNorm, YaRNScalingRotaryEmbedding
 from .hyper_connection import unweighted_rms_norm
 
 # %% ../../nbs/36_csa_hca.ipynb #9bbd8ce2
-V4_LAYER_TYPES = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
+V4_LAYER_TYPES = ("sliding_attention", "compressed_sparse_attention",
+                  "heavily_compressed_attention")
 V4_MLP_LAYER_TYPES = ("hash_moe", "moe")
-_LEGACY_RATIO_TYPES = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+_LEGACY_RATIO_TYPES = {0: "sliding_attention", 4: "compressed_sparse_attention",
+                       128: "heavily_compressed_attention"}
 _V4_DEFAULTS = dict(num_key_value_heads=1, head_dim=512, q_lora_rank=1024, num_experts_per_tok=6,
-                    n_routed_experts=256, n_shared_experts=1, scoring_func="sqrtsoftplus", norm_topk_prob=True,
-                    routed_scaling_factor=1.5, rope_theta=10000.0, compress_rope_theta=160000.0, hc_mult=4,
-                    hc_sinkhorn_iters=20, hc_eps=1e-6, swiglu_limit=10.0, sliding_window=128, o_groups=8,
+                    n_routed_experts=256, n_shared_experts=1, scoring_func="sqrtsoftplus",
+                    norm_topk_prob=True,
+                    routed_scaling_factor=1.5, rope_theta=10000.0, compress_rope_theta=160000.0,
+                    hc_mult=4,
+                    hc_sinkhorn_iters=20, hc_eps=1e-6, swiglu_limit=10.0, sliding_window=128,
+                    o_groups=8,
                     o_lora_rank=1024, index_n_heads=64, index_head_dim=128, index_topk=512,
                     num_nextn_predict_layers=1, rms_norm_eps=1e-6, hidden_act="silu")
 
@@ -36,11 +41,13 @@ def _v4_layer_types(c: dict, n: int) -> list[str]:
     if c.get("layer_types") is None and c.get("compress_ratios") is not None:
         bad = [r for r in c["compress_ratios"] if r not in _LEGACY_RATIO_TYPES]
         if bad:
-            raise ValueError(f"compress_ratios entries must be one of {sorted(_LEGACY_RATIO_TYPES)}, got {bad}")
+            raise ValueError("compress_ratios entries must be one of "
+                             f"{sorted(_LEGACY_RATIO_TYPES)}, got {bad}")
         return [_LEGACY_RATIO_TYPES[r] for r in c["compress_ratios"]][:n]
     if c.get("layer_types") is not None:
         return list(c["layer_types"])[:n]
-    alternate = ["compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(n - 2)]
+    alternate = ["compressed_sparse_attention" if i % 2 else "heavily_compressed_attention"
+                 for i in range(n - 2)]
     return ["heavily_compressed_attention"] * min(n, 2) + alternate
 
 
@@ -50,8 +57,10 @@ def _v4_rope_parameters(c: dict, rope_fraction: float) -> dict:
     if isinstance(rp.get("main"), dict) and isinstance(rp.get("compress"), dict):
         return {"main": dict(rp["main"]), "compress": dict(rp["compress"])}
     scaling = {k: v for k, v in rp.items() if k not in ("main", "compress")}
-    main = {"rope_type": "default", "rope_theta": c["rope_theta"], "partial_rotary_factor": rope_fraction}
-    compress = {**scaling, "rope_theta": c["compress_rope_theta"], "partial_rotary_factor": rope_fraction}
+    main = {"rope_type": "default", "rope_theta": c["rope_theta"],
+            "partial_rotary_factor": rope_fraction}
+    compress = {**scaling, "rope_theta": c["compress_rope_theta"],
+                "partial_rotary_factor": rope_fraction}
     compress["rope_type"] = compress.get("rope_type", compress.get("type", "default"))
     if compress["rope_type"] == "yarn":
         compress.setdefault("attention_factor", 1.0)
@@ -59,10 +68,12 @@ def _v4_rope_parameters(c: dict, rope_fraction: float) -> dict:
 
 # %% ../../nbs/36_csa_hca.ipynb #414528c7
 def deepseek_v4_config(raw: dict) -> dict:
-    "A DeepSeek-V4 `config.json` dict normalised as transformers' DeepseekV4Config does (legacy fields read)."
+    """A DeepSeek-V4 `config.json` dict normalised as transformers' DeepseekV4Config does (legacy
+    fields read)."""
     c = {**_V4_DEFAULTS, **{k: v for k, v in raw.items() if v is not None}}
     n = c["num_hidden_layers"]
-    rates = dict(c.get("compress_rates") or {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128})
+    rates = dict(c.get("compress_rates")
+                 or {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128})
     for key, kind in (("compress_rate_csa", "compressed_sparse_attention"),
                       ("compress_rate_hca", "heavily_compressed_attention")):
         if c.get(key) is not None:
@@ -76,12 +87,15 @@ def deepseek_v4_config(raw: dict) -> dict:
     for name, allowed in (("layer_types", V4_LAYER_TYPES), ("mlp_layer_types", V4_MLP_LAYER_TYPES)):
         bad = [t for t in c[name] if t not in allowed]
         if len(c[name]) != n or bad:
-            raise ValueError(f"DeepSeek-V4 {name} must have {n} entries from {allowed}; got {c[name]}")
+            raise ValueError(f"DeepSeek-V4 {name} must have {n} entries from {allowed}; got "
+                             f"{c[name]}")
     for kind in ("compressed_sparse_attention", "heavily_compressed_attention"):
         if kind in c["layer_types"] and not (isinstance(rates.get(kind), int) and rates[kind] >= 1):
-            raise ValueError(f"compress_rates[{kind!r}] must be a positive integer, got {rates.get(kind)!r}")
+            raise ValueError(f"compress_rates[{kind!r}] must be a positive integer, got "
+                             f"{rates.get(kind)!r}")
     if c.get("partial_rotary_factor") is None:
-        c["partial_rotary_factor"] = c["qk_rope_head_dim"] / c["head_dim"] if c.get("qk_rope_head_dim") else 0.125
+        c["partial_rotary_factor"] = (c["qk_rope_head_dim"] / c["head_dim"]
+                                      if c.get("qk_rope_head_dim") else 0.125)
     c["qk_rope_head_dim"] = int(c["head_dim"] * c["partial_rotary_factor"])
     c["rope_parameters"] = _v4_rope_parameters(c, c["partial_rotary_factor"])
     return c
@@ -95,7 +109,8 @@ class _YaRNFrequencies(YaRNScalingRotaryEmbedding):
 
 
 def v4_inv_freq(rope_dim: int, params: dict) -> torch.Tensor:
-    "theta_i [Dr/2] of one V4 rope parameter set: default or YaRN [su2021roformer; peng2023yarn, Eq. 13]."
+    """theta_i [Dr/2] of one V4 rope parameter set: default or YaRN [su2021roformer; peng2023yarn,
+    Eq. 13]."""
     rope_type, base = params.get("rope_type", "default"), params["rope_theta"]
     if rope_type == "default":
         return 1.0 / (base ** (torch.arange(0, rope_dim, 2, dtype=torch.float) / rope_dim))
@@ -103,57 +118,71 @@ def v4_inv_freq(rope_dim: int, params: dict) -> torch.Tensor:
         raise ValueError(f"DeepSeek-V4 rope_type must be default or yarn, got {rope_type!r}")
     original = params.get("original_max_position_embeddings")
     if original is None or params.get("factor") is None:
-        raise ValueError(f"YaRN rope parameters need factor and original_max_position_embeddings: {params}")
-    yarn = _YaRNFrequencies(rope_dim, 1, base, params["factor"], original, params.get("beta_fast") or 32,
-                            params.get("beta_slow") or 1, attention_factor=1.0, truncate=params.get("truncate", True))
+        raise ValueError("YaRN rope parameters need factor and original_max_position_embeddings: "
+                         f"{params}")
+    yarn = _YaRNFrequencies(rope_dim, 1, base, params["factor"], original, params.get("beta_fast")
+                            or 32,
+                            params.get("beta_slow") or 1, attention_factor=1.0,
+                            truncate=params.get("truncate", True))
     return yarn._compute_inv_freq(base)
 
 # %% ../../nbs/36_csa_hca.ipynb #4777d488
 class V4Rotary(nn.Module):
-    "cos, sin [T, Dr/2] of positions for V4's interleaved partial RoPE, computed per step (Eq. RoPE)."
+    """cos, sin [T, Dr/2] of positions for V4's interleaved partial RoPE, computed per step (Eq.
+    RoPE)."""
 
     def __init__(self, rope_dim: int, params: dict):
         super().__init__()
-        self.rope_dim, self.attention_scaling = rope_dim, float(params.get("attention_factor") or 1.0)
+        self.rope_dim, self.attention_scaling = (rope_dim,
+                                                 float(params.get("attention_factor") or 1.0))
         self.register_buffer("inv_freq", v4_inv_freq(rope_dim, params), persistent=False)
 
-    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        freqs = positions[..., None].float() * self.inv_freq.to(positions.device)        # [.., Dr/2]
+    def forward(self, positions: torch.Tensor,
+                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions[..., None].float() * self.inv_freq.to(positions.device)       # [.., Dr/2]
         cos, sin = freqs.cos() * self.attention_scaling, freqs.sin() * self.attention_scaling
         return cos.to(dtype), sin.to(dtype)
 
 
 def rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    "Rotate the last 2*cos.shape[-1] channels of x in adjacent pairs, fp32 math; cos/sin broadcast to x (Eq. RoPE)."
+    """Rotate the last 2*cos.shape[-1] channels of x in adjacent pairs, fp32 math; cos/sin broadcast
+    to x (Eq. RoPE)."""
     cos, sin = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)        # [.., Dr]
     nope, rope = x[..., :-cos.shape[-1]], x[..., -cos.shape[-1]:]
-    rotated_half = torch.stack((-rope[..., 1::2], rope[..., 0::2]), dim=-1).flatten(-2)  # (-x2, x1) per pair
-    return torch.cat([nope, ((rope.float() * cos) + (rotated_half.float() * sin)).to(x.dtype)], dim=-1)
+    # (-x2, x1) per pair
+    rotated_half = torch.stack((-rope[..., 1::2], rope[..., 0::2]), dim=-1).flatten(-2)
+    return torch.cat([nope, ((rope.float() * cos) + (rotated_half.float() * sin)).to(x.dtype)],
+                     dim=-1)
 
 # %% ../../nbs/36_csa_hca.ipynb #a5756764
-def pool_windows(kv: torch.Tensor, gate: torch.Tensor, position_bias: torch.Tensor, rate: int, overlap: bool,
+def pool_windows(kv: torch.Tensor, gate: torch.Tensor, position_bias: torch.Tensor, rate: int,
+                 overlap: bool,
                  has_prev: bool) -> torch.Tensor:
-    "Entries [nw, c] of windows from token projections kv/gate [(has_prev + nw)*m, W] (Eqs. 9-12, 20-23)."
+    """Entries [nw, c] of windows from token projections kv/gate [(has_prev + nw)*m, W] (Eqs. 9-12,
+    20-23)."""
     nw = kv.shape[0] // rate - has_prev
-    chunk_kv = kv.view(1, nw + has_prev, rate, -1)                                        # [1, nw', m, W]
+    chunk_kv = kv.view(1, nw + has_prev, rate, -1)                                  # [1, nw', m, W]
     chunk_gate = gate.view(1, nw + has_prev, rate, -1) + position_bias
     if not overlap:
-        return (chunk_kv * chunk_gate.softmax(dim=2, dtype=torch.float32).to(kv.dtype)).sum(dim=2)[0]
+        return (chunk_kv
+                * chunk_gate.softmax(dim=2, dtype=torch.float32).to(kv.dtype)).sum(dim=2)[0]
     c = kv.shape[-1] // 2
-    new_kv = kv.new_zeros((1, nw, 2 * rate, c))                                           # [1, nw, 2m, c]
+    new_kv = kv.new_zeros((1, nw, 2 * rate, c))                                     # [1, nw, 2m, c]
     new_gate = chunk_gate.new_full((1, nw, 2 * rate, c), float("-inf"))
-    new_kv[:, :, rate:] = chunk_kv[:, has_prev:, :, c:]                                   # series b of window w
+    new_kv[:, :, rate:] = chunk_kv[:, has_prev:, :, c:]                       # series b of window w
     new_gate[:, :, rate:] = chunk_gate[:, has_prev:, :, c:]
-    first = 1 - has_prev                                                                  # window 0: no series a
-    new_kv[:, first:, :rate] = chunk_kv[:, :nw + has_prev - 1, :, :c]                     # series a of w - 1
+    first = 1 - has_prev                                                     # window 0: no series a
+    new_kv[:, first:, :rate] = chunk_kv[:, :nw + has_prev - 1, :, :c]        # series a of w - 1
     new_gate[:, first:, :rate] = chunk_gate[:, :nw + has_prev - 1, :, :c]
     return (new_kv * new_gate.softmax(dim=2, dtype=torch.float32).to(kv.dtype)).sum(dim=2)[0]
 
 # %% ../../nbs/36_csa_hca.ipynb #d5b04e68
 class Compressor(nn.Module):
-    "One entry per `rate` tokens into a compressed(rate) stream; overlap=True is CSA's, else HCA's (Eqs. 9-12, 20-23)."
+    """One entry per `rate` tokens into a compressed(rate) stream; overlap=True is CSA's, else HCA's
+    (Eqs. 9-12, 20-23)."""
 
-    def __init__(self, hidden_size: int, head_dim: int, rate: int, overlap: bool, rotary: V4Rotary, eps: float):
+    def __init__(self, hidden_size: int, head_dim: int, rate: int, overlap: bool, rotary: V4Rotary,
+                 eps: float):
         super().__init__()
         series = 2 if overlap else 1
         self.head_dim, self.rate, self.overlap, self.rotary = head_dim, rate, overlap, rotary
@@ -161,12 +190,13 @@ class Compressor(nn.Module):
         self.gate_proj = nn.Linear(hidden_size, series * head_dim, bias=False)
         self.position_bias = nn.Parameter(torch.empty(rate, series * head_dim, dtype=torch.float32))
         self.kv_norm = RMSNorm(head_dim, eps=eps)
-        self.kv_cache: dict[str, torch.Tensor] | None = None                           # bound by the runner
+        self.kv_cache: dict[str, torch.Tensor] | None = None                   # bound by the runner
 
     def kv_streams(self) -> dict[str, KVStreamSpec]:
         "`raw` [2, series*c] per token (the last series*rate tokens), `entries` [c] per window."
         series = 2 if self.overlap else 1
-        return {"raw": KVStreamSpec((2, series * self.head_dim), kind="sliding", window=series * self.rate),
+        return {"raw": KVStreamSpec((2, series * self.head_dim), kind="sliding", window=series
+                                    * self.rate),
                 "entries": KVStreamSpec((self.head_dim,), kind="compressed", rate=self.rate)}
 
     def update(self, hidden: torch.Tensor, md: AttentionMetadata) -> None:
@@ -183,37 +213,46 @@ class Compressor(nn.Module):
     def pool_new_windows(self, raw_md: AttentionMetadata, b: int) -> torch.Tensor | None:
         "Normalised, rotated entries [n_new, c] of the windows sequence `b` completes in this step."
         length = raw_md.seq_lens_cpu[b]
-        first = (length - (raw_md.cu_seqlens_q_cpu[b + 1] - raw_md.cu_seqlens_q_cpu[b])) // self.rate
+        first = ((length - (raw_md.cu_seqlens_q_cpu[b + 1]
+                            - raw_md.cu_seqlens_q_cpu[b])) // self.rate)
         last = length // self.rate
         if last == first:
             return None
         has_prev = self.overlap and first > 0
-        raw = gather_paged(self.kv_cache["raw"], raw_md, b, last * self.rate, (first - has_prev) * self.rate)
-        pooled = pool_windows(raw[:, 0].contiguous(), raw[:, 1].contiguous(), self.position_bias, self.rate,
-                              self.overlap, has_prev)                                     # [n_new, c]
-        positions = torch.arange(first, last, device=raw.device) * self.rate               # window starts
+        raw = gather_paged(self.kv_cache["raw"], raw_md, b, last * self.rate, (first - has_prev)
+                           * self.rate)
+        pooled = pool_windows(raw[:, 0].contiguous(), raw[:, 1].contiguous(), self.position_bias,
+                              self.rate,
+                              self.overlap, has_prev)                                   # [n_new, c]
+        positions = torch.arange(first, last, device=raw.device) * self.rate         # window starts
         return rope_interleaved(self.kv_norm(pooled), *self.rotary(positions, pooled.dtype))
 
 # %% ../../nbs/36_csa_hca.ipynb #14c6281d
 class IndexerScorer(nn.Module):
-    "Head weights w_{t,h} and the score sum_h w_{t,h} ReLU(q_{t,h} . K_s) (Eqs. 13-16) [deepseekai2026v4]."
+    """Head weights w_{t,h} and the score sum_h w_{t,h} ReLU(q_{t,h} . K_s) (Eqs. 13-16)
+    [deepseekai2026v4]."""
 
     def __init__(self, hidden_size: int, num_heads: int, head_dim: int):
         super().__init__()
         self.softmax_scale, self.weights_scaling = head_dim ** -0.5, num_heads ** -0.5
         self.weights_proj = nn.Linear(hidden_size, num_heads, bias=False)
 
-    def forward(self, q: torch.Tensor, entries: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        "q [1, n, Hi, c], entries [E, c], weights [1, n, Hi] (already projected) -> scores [1, n, E]."
-        scores = torch.matmul(q.float(), entries.transpose(-1, -2).float()[None, None])   # [1, n, Hi, E]
+    def forward(self, q: torch.Tensor, entries: torch.Tensor,
+                weights: torch.Tensor) -> torch.Tensor:
+        """q [1, n, Hi, c], entries [E, c], weights [1, n, Hi] (already projected) -> scores [1, n,
+        E]."""
+        # [1, n, Hi, E]
+        scores = torch.matmul(q.float(), entries.transpose(-1, -2).float()[None, None])
         scores = F.relu(scores) * self.softmax_scale
         return (scores * weights.unsqueeze(-1)).sum(dim=2)
 
 
 class Indexer(Compressor):
-    "The lightning indexer: its own overlapping compressor and top-k over compressed entries (Eqs. 13-17)."
+    """The lightning indexer: its own overlapping compressor and top-k over compressed entries (Eqs.
+    13-17)."""
 
-    def __init__(self, hidden_size: int, q_lora_rank: int, num_heads: int, head_dim: int, topk: int, rate: int,
+    def __init__(self, hidden_size: int, q_lora_rank: int, num_heads: int, head_dim: int, topk: int,
+                 rate: int,
                  rotary: V4Rotary, eps: float):
         super().__init__(hidden_size, head_dim, rate, True, rotary, eps)
         self.num_heads, self.index_topk = num_heads, topk
@@ -224,33 +263,39 @@ class Indexer(Compressor):
 @patch
 def select(self: Indexer, positions: torch.Tensor, hidden: torch.Tensor, q_residual: torch.Tensor,
            md: AttentionMetadata) -> list[torch.Tensor | None]:
-    "Per sequence, the top-k entry ids [n_b, k] of its queries (-1: no entry), or None before its first entry."
+    """Per sequence, the top-k entry ids [n_b, k] of its queries (-1: no entry), or None before its
+    first entry."""
     T, ent_md = hidden.shape[0], md.view(self.kv_streams()["entries"].group)
     cos, sin = self.rotary(positions, hidden.dtype)
-    q = rope_interleaved(self.q_b_proj(q_residual).view(T, self.num_heads, self.head_dim), cos[:, None], sin[:, None])
+    q = rope_interleaved(self.q_b_proj(q_residual).view(T, self.num_heads, self.head_dim),
+                         cos[:, None], sin[:, None])
     weights = self.scorer.weights_proj(hidden).float() * self.scorer.weights_scaling     # [T, Hi]
     picks = []
     for b in range(md.num_seqs):
-        s, e, num_entries = md.cu_seqlens_q_cpu[b], md.cu_seqlens_q_cpu[b + 1], ent_md.seq_lens_cpu[b]
+        s, e, num_entries = (md.cu_seqlens_q_cpu[b], md.cu_seqlens_q_cpu[b + 1],
+                             ent_md.seq_lens_cpu[b])
         if num_entries == 0:
             picks.append(None)
             continue
-        entries = gather_paged(self.kv_cache["entries"], ent_md, b)                       # [E, c]
-        scores = self.scorer(q[s:e][None], entries, weights[s:e][None])                   # [1, n, E]
-        bound = ((positions[s:e] + 1) // self.rate)[None, :, None]                        # [1, n, 1]
+        entries = gather_paged(self.kv_cache["entries"], ent_md, b)                      # [E, c]
+        scores = self.scorer(q[s:e][None], entries, weights[s:e][None])                  # [1, n, E]
+        bound = ((positions[s:e] + 1) // self.rate)[None, :, None]                       # [1, n, 1]
         future = torch.arange(num_entries, device=q.device).view(1, 1, -1) >= bound
-        top = scores.masked_fill(future, float("-inf")).topk(min(self.index_topk, num_entries), dim=-1).indices
+        top = (scores.masked_fill(future, float("-inf")).topk(min(self.index_topk, num_entries),
+                                                              dim=-1).indices)
         picks.append(torch.where(top >= bound, torch.full_like(top, -1), top)[0])          # [n, k]
     return picks
 
 # %% ../../nbs/36_csa_hca.ipynb #b40f46cc
 class CSACompressor(Compressor):
-    "CSA's compressor: overlapping windows of 2m tokens at stride m, with its lightning indexer (Eqs. 9-17)."
+    """CSA's compressor: overlapping windows of 2m tokens at stride m, with its lightning indexer
+    (Eqs. 9-17)."""
 
     def __init__(self, c: dict, rotary: V4Rotary):
         rate = c["compress_rates"]["compressed_sparse_attention"]
         super().__init__(c["hidden_size"], c["head_dim"], rate, True, rotary, c["rms_norm_eps"])
-        self.indexer = Indexer(c["hidden_size"], c["q_lora_rank"], c["index_n_heads"], c["index_head_dim"],
+        self.indexer = Indexer(c["hidden_size"], c["q_lora_rank"], c["index_n_heads"],
+                               c["index_head_dim"],
                                c["index_topk"], rate, rotary, c["rms_norm_eps"])
 
 
@@ -260,10 +305,13 @@ def hca_compressor(c: dict, rotary: V4Rotary) -> Compressor:
     return Compressor(c["hidden_size"], c["head_dim"], rate, False, rotary, c["rms_norm_eps"])
 
 # %% ../../nbs/36_csa_hca.ipynb #d4935f34
-def v4_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, window: int, sinks: torch.Tensor,
-                 scale: float, entries: torch.Tensor | None = None, ent_md: AttentionMetadata | None = None,
+def v4_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, window: int,
+                 sinks: torch.Tensor,
+                 scale: float, entries: torch.Tensor | None = None, ent_md: AttentionMetadata
+                 | None = None,
                  rate: int = 1, picks: list | None = None) -> torch.Tensor:
-    "q [T, H, D] over a sliding K=V stream, compressed entries (all causal, or `picks`) and a sink (Eq. attn)."
+    """q [T, H, D] over a sliding K=V stream, compressed entries (all causal, or `picks`) and a sink
+    (Eq. attn)."""
     out, H = torch.empty_like(q), q.shape[1]
     for b in range(md.num_seqs):
         s, e, length = md.cu_seqlens_q_cpu[b], md.cu_seqlens_q_cpu[b + 1], md.seq_lens_cpu[b]
@@ -275,25 +323,29 @@ def v4_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata,
         mask = torch.where(seen, 0.0, torch.finfo(q.dtype).min).to(q.dtype)             # [n, Lw]
         if entries is not None and ent_md.seq_lens_cpu[b] > 0:
             num = ent_md.seq_lens_cpu[b]
-            if picks is None:                                                            # HCA: every causal entry
+            if picks is None:                                              # HCA: every causal entry
                 seen = torch.arange(num, device=q.device)[None] < ((q_pos + 1) // rate)[:, None]
-            else:                                                                        # CSA: the indexer's picks
+            else:                                                         # CSA: the indexer's picks
                 top = picks[b]
                 seen = torch.zeros(e - s, num + 1, dtype=torch.bool, device=q.device)
                 seen = seen.scatter(-1, torch.where(top >= 0, top, num), True)[:, :num]
-            keys = torch.cat([keys, gather_paged(entries, ent_md, b)])                     # [Lw + E, D]
+            keys = torch.cat([keys, gather_paged(entries, ent_md, b)])                 # [Lw + E, D]
             mask = torch.cat([mask, torch.where(seen, 0.0, float("-inf")).to(q.dtype)], dim=-1)
-        k = keys[None, None].expand(1, H, *keys.shape).reshape(1, H, *keys.shape)          # [1, H, L, D]
-        logits = torch.matmul(q[s:e].transpose(0, 1)[None].contiguous(), k.transpose(2, 3)) * scale + mask
+        k = keys[None, None].expand(1, H, *keys.shape).reshape(1, H, *keys.shape)     # [1, H, L, D]
+        logits = (torch.matmul(q[s:e].transpose(0, 1)[None].contiguous(), k.transpose(2, 3))
+                  * scale + mask)
         logits = torch.cat([logits, sinks.reshape(1, -1, 1, 1).expand(1, -1, e - s, -1)], dim=-1)
         logits = logits - logits.max(dim=-1, keepdim=True).values
-        probs = F.softmax(logits, dim=-1, dtype=logits.dtype)[..., :-1].to(k.dtype)       # the sink dropped
-        out[s:e] = torch.matmul(probs, k)[0].transpose(0, 1)                              # [n, H, D]
+        # the sink dropped
+        probs = F.softmax(logits, dim=-1, dtype=logits.dtype)[..., :-1].to(k.dtype)
+        # [n, H, D]
+        out[s:e] = torch.matmul(probs, k)[0].transpose(0, 1)
     return out
 
 # %% ../../nbs/36_csa_hca.ipynb #4755a459
 class GroupedLinear(nn.Module):
-    "Block-diagonal linear: x [.., g, in/g] -> [.., g, out/g], one matmul per group [deepseekai2026v4, Sec. 2.3.1]."
+    """Block-diagonal linear: x [.., g, in/g] -> [.., g, out/g], one matmul per group
+    [deepseekai2026v4, Sec. 2.3.1]."""
 
     def __init__(self, in_features_per_group: int, out_features: int, num_groups: int):
         super().__init__()
@@ -301,13 +353,15 @@ class GroupedLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(out_features, in_features_per_group))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight.view(self.num_groups, -1, x.shape[-1]).transpose(1, 2)           # [g, in/g, out/g]
-        y = torch.bmm(x.reshape(-1, self.num_groups, x.shape[-1]).transpose(0, 1), w)     # [g, N, out/g]
+        w = self.weight.view(self.num_groups, -1, x.shape[-1]).transpose(1, 2)    # [g, in/g, out/g]
+        # [g, N, out/g]
+        y = torch.bmm(x.reshape(-1, self.num_groups, x.shape[-1]).transpose(0, 1), w)
         return y.transpose(0, 1).reshape(*x.shape[:-2], self.num_groups, -1)
 
 # %% ../../nbs/36_csa_hca.ipynb #331974e9
 class V4Attention(nn.Module):
-    "DeepSeek-V4 attention: shared K=V head, sliding window, CSA/HCA entries, sink, grouped output [deepseekai2026v4]."
+    """DeepSeek-V4 attention: shared K=V head, sliding window, CSA/HCA entries, sink, grouped output
+    [deepseekai2026v4]."""
 
     def __init__(self, c: dict, layer_idx: int, rotary: dict[str, V4Rotary]):
         super().__init__()
@@ -323,7 +377,8 @@ class V4Attention(nn.Module):
         self.o_a_proj = GroupedLinear(H * D // g, g * c["o_lora_rank"], g)
         self.o_b_proj = nn.Linear(g * c["o_lora_rank"], d, bias=False)
         self.sinks = nn.Parameter(torch.empty(H, dtype=torch.float32))
-        makers = {"compressed_sparse_attention": CSACompressor, "heavily_compressed_attention": hca_compressor}
+        makers = {"compressed_sparse_attention": CSACompressor,
+                  "heavily_compressed_attention": hca_compressor}
         make = makers.get(self.layer_type)
         self.compressor = None if make is None else make(c, rotary["compress"])
         self.kv_cache: dict[str, torch.Tensor] | None = None
@@ -334,15 +389,17 @@ class V4Attention(nn.Module):
 
 # %% ../../nbs/36_csa_hca.ipynb #37cb4e44
 @patch
-def forward(self: V4Attention, positions: torch.Tensor, hidden: torch.Tensor, md: AttentionMetadata) -> torch.Tensor:
+def forward(self: V4Attention, positions: torch.Tensor, hidden: torch.Tensor,
+            md: AttentionMetadata) -> torch.Tensor:
     "hidden [T, d] -> [T, d]; writes this step's K=V, raw projections and new entries first."
     if self.kv_cache is None:
-        raise RuntimeError("V4Attention.kv_cache is not bound: the model runner allocates and binds it")
+        raise RuntimeError("V4Attention.kv_cache is not bound: the model runner allocates and "
+                           "binds it")
     T, H, D = hidden.shape[0], self.num_heads, self.head_dim
-    cos, sin = self.rotary(positions, hidden.dtype)                                        # [T, Dr/2]
-    q_residual = self.q_a_norm(self.q_a_proj(hidden))                                      # [T, R_q]
+    cos, sin = self.rotary(positions, hidden.dtype)                                      # [T, Dr/2]
+    q_residual = self.q_a_norm(self.q_a_proj(hidden))                                    # [T, R_q]
     q = unweighted_rms_norm(self.q_b_proj(q_residual).view(T, H, D), self.eps)
-    q = rope_interleaved(q, cos[:, None], sin[:, None])                                    # [T, H, D]
+    q = rope_interleaved(q, cos[:, None], sin[:, None])                                  # [T, H, D]
     kv = rope_interleaved(self.kv_norm(self.kv_proj(hidden)), cos, sin)                     # [T, D]
     kv_md = md.view(self.kv_streams()["kv"].group)
     store_kv(self.kv_cache["kv"], kv, kv_md.slot_mapping)
@@ -353,8 +410,9 @@ def forward(self: V4Attention, positions: torch.Tensor, hidden: torch.Tensor, md
         if isinstance(comp, CSACompressor):
             comp.indexer.update(hidden, md)
             picks = comp.indexer.select(positions, hidden, q_residual, md)
-        extra = dict(entries=comp.kv_cache["entries"], ent_md=md.view(comp.kv_streams()["entries"].group),
+        extra = dict(entries=comp.kv_cache["entries"],
+                     ent_md=md.view(comp.kv_streams()["entries"].group),
                      rate=comp.rate, picks=picks)
     o = v4_attention(q, self.kv_cache["kv"], kv_md, self.window, self.sinks, self.scale, **extra)
-    o = rope_interleaved(o, cos[:, None], -sin[:, None])                                   # undo v's rotation
+    o = rope_interleaved(o, cos[:, None], -sin[:, None])                         # undo v's rotation
     return self.o_b_proj(self.o_a_proj(o.reshape(T, self.o_a_proj.num_groups, -1)).flatten(1))

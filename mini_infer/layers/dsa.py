@@ -12,52 +12,71 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 from torch import nn
 
-from .attention import AttentionMetadata, KVStreamSpec, causal_mask, gather_paged, store_kv
+from mini_infer.layers.attention import (
+    AttentionMetadata,
+    KVStreamSpec,
+    causal_mask,
+    gather_paged,
+    store_kv,
+)
 from .basic import ColumnParallelLinear
 from .mla import MLA, MLARotaryEmbedding, mla_from_config, mla_naive_attention
 
 # %% ../../nbs/34_dsa.ipynb #1e28916f
-def index_scores(q: torch.Tensor, k: torch.Tensor, weights: torch.Tensor, scale: float) -> torch.Tensor:
-    "I_{t,s} = sum_j w_{t,j} ReLU(q_{t,j} . k_s): q [n, H, D], k [L, D], weights [n, H] -> [n, L] [deepseekai2025v32, Eq. 1]."
+def index_scores(q: torch.Tensor, k: torch.Tensor, weights: torch.Tensor,
+                 scale: float) -> torch.Tensor:
+    """I_{t,s} = sum_j w_{t,j} ReLU(q_{t,j} . k_s): q [n, H, D], k [L, D], weights [n, H] -> [n, L]
+    [deepseekai2025v32, Eq. 1]."""
     qk = torch.matmul(q.float()[None], k.float().T[None, None]) * scale              # [1, n, H, L]
     return torch.matmul(weights.float()[None].unsqueeze(-2), F.relu(qk)).squeeze(-2)[0]   # [n, L]
 
 # %% ../../nbs/34_dsa.ipynb #f9a4c9f8
 def hadamard_transform(x: torch.Tensor) -> torch.Tensor:
-    "x H / sqrt(D) over the last dimension (Sylvester's Hadamard matrix, D a power of 2): orthogonal, so dot products stay."
+    """x H / sqrt(D) over the last dimension (Sylvester's Hadamard matrix, D a power of 2):
+    orthogonal, so dot products stay."""
     D = x.shape[-1]
     if D < 1 or D & (D - 1):
         raise ValueError(f"the Hadamard transform needs a power-of-two last dimension, got {D}")
     h, step = x.reshape(-1, D), 1
     while step < D:
-        h = h.view(-1, D // (2 * step), 2, step)                                      # pairs `step` apart
+        h = h.view(-1, D // (2 * step), 2, step)                                # pairs `step` apart
         h = torch.stack((h[:, :, 0] + h[:, :, 1], h[:, :, 0] - h[:, :, 1]), dim=2)
         step *= 2
     return h.reshape(x.shape) * D ** -0.5
 
 # %% ../../nbs/34_dsa.ipynb #5f2d945d
 def causal_topk(scores: torch.Tensor, q_pos: torch.Tensor, topk: int) -> torch.Tensor:
-    "Top-k(I_{t,:}) over the keys query t may see: scores [n, L] -> token ids [n, min(k, L)] [deepseekai2025v32, Eq. 2]."
+    """Top-k(I_{t,:}) over the keys query t may see: scores [n, L] -> token ids [n, min(k, L)]
+    [deepseekai2025v32, Eq. 2]."""
     L = scores.shape[-1]
-    masked = scores + causal_mask(q_pos, L, None, scores.dtype)                     # future keys: the dtype's min
-    return masked.topk(min(topk, L), dim=-1).indices                                  # as transformers: k <= L
+    masked = scores + causal_mask(q_pos, L, None, scores.dtype)       # future keys: the dtype's min
+    return masked.topk(min(topk, L), dim=-1).indices                       # as transformers: k <= L
 
 # %% ../../nbs/34_dsa.ipynb #069f485a
 class DSAIndexer(nn.Module):
-    "The lightning indexer: H^I small heads score every cached `index_k` entry, top-k kept [deepseekai2025v32, Eqs. 1-2]."
+    """The lightning indexer: H^I small heads score every cached `index_k` entry, top-k kept
+    [deepseekai2025v32, Eqs. 1-2]."""
 
-    def __init__(self, hidden_size: int, q_lora_rank: int, num_heads: int, head_dim: int, rope_head_dim: int,
+    def __init__(self, hidden_size: int, q_lora_rank: int, num_heads: int, head_dim: int,
+                 rope_head_dim: int,
                  topk: int, rotary_emb: MLARotaryEmbedding, hadamard: bool = False):
         super().__init__()
         if not 0 < rope_head_dim <= head_dim:
-            raise ValueError(f"index_head_dim={head_dim} must hold the rotary part qk_rope_head_dim={rope_head_dim}")
-        self.num_heads, self.head_dim, self.rope_head_dim, self.topk = num_heads, head_dim, rope_head_dim, topk
+            raise ValueError(f"index_head_dim={head_dim} must hold the rotary part "
+                             f"qk_rope_head_dim={rope_head_dim}")
+        self.num_heads, self.head_dim, self.rope_head_dim, self.topk = (
+            num_heads,
+            head_dim,
+            rope_head_dim,
+            topk,
+        )
         self.rotary_emb, self.hadamard, self.softmax_scale = rotary_emb, hadamard, head_dim ** -0.5
-        self.wq_b = ColumnParallelLinear(q_lora_rank, num_heads * head_dim)          # q^I from the query latent
-        self.wk = ColumnParallelLinear(hidden_size, head_dim)                         # one key k^I per token
+        # q^I from the query latent
+        self.wq_b = ColumnParallelLinear(q_lora_rank, num_heads * head_dim)
+        self.wk = ColumnParallelLinear(hidden_size, head_dim)                # one key k^I per token
         self.k_norm = nn.LayerNorm(head_dim, eps=1e-6)
         self.weights_proj = ColumnParallelLinear(hidden_size, num_heads)              # w^I per head
-        self.kv_cache: dict[str, torch.Tensor] | None = None                        # bound by the runner
+        self.kv_cache: dict[str, torch.Tensor] | None = None                   # bound by the runner
 
     def kv_streams(self) -> dict[str, KVStreamSpec]:
         "One cache stream: the rotated indexer key k^I [D^I] of every token."
@@ -65,14 +84,17 @@ class DSAIndexer(nn.Module):
 
 # %% ../../nbs/34_dsa.ipynb #b4d96c44
 @patch
-def project(self: DSAIndexer, positions: torch.Tensor, hidden: torch.Tensor, q_latent: torch.Tensor):
-    "q^I [T, H^I, D^I], k^I [T, D^I], w^I [T, H^I]: rotary on the first D_r dims of each, weights scaled 1/sqrt(H^I)."
+def project(self: DSAIndexer, positions: torch.Tensor, hidden: torch.Tensor,
+            q_latent: torch.Tensor):
+    """q^I [T, H^I, D^I], k^I [T, D^I], w^I [T, H^I]: rotary on the first D_r dims of each, weights
+    scaled 1/sqrt(H^I)."""
     T, H, D, Dr = hidden.shape[0], self.num_heads, self.head_dim, self.rope_head_dim
     q = self.wq_b(q_latent).view(T, H, D)                                             # [T, H, D]
     k = self.k_norm(self.wk(hidden)).view(T, 1, D)                                    # [T, 1, D]
-    q_rot, k_rot = self.rotary_emb(positions, q[..., :Dr], k[..., :Dr])              # rotary part first
-    q, k = torch.cat([q_rot, q[..., Dr:]], dim=-1), torch.cat([k_rot, k[..., Dr:]], dim=-1).view(T, D)
-    if self.hadamard:                                                                 # the reference's FP8 path
+    q_rot, k_rot = self.rotary_emb(positions, q[..., :Dr], k[..., :Dr])          # rotary part first
+    q, k = (torch.cat([q_rot, q[..., Dr:]], dim=-1),
+            torch.cat([k_rot, k[..., Dr:]], dim=-1).view(T, D))
+    if self.hadamard:                                                     # the reference's FP8 path
         q, k = hadamard_transform(q), hadamard_transform(k)
     weights = self.weights_proj(hidden).float() * H ** -0.5                           # [T, H]
     return q, k, weights
@@ -81,9 +103,11 @@ def project(self: DSAIndexer, positions: torch.Tensor, hidden: torch.Tensor, q_l
 @patch
 def forward(self: DSAIndexer, positions: torch.Tensor, hidden: torch.Tensor, q_latent: torch.Tensor,
             md: AttentionMetadata) -> list[torch.Tensor]:
-    "Store this step's k^I, then each sequence's top-k token ids [n_b, K_b] over its whole cached context."
+    """Store this step's k^I, then each sequence's top-k token ids [n_b, K_b] over its whole cached
+    context."""
     if self.kv_cache is None:
-        raise RuntimeError("DSAIndexer.kv_cache is not bound: the model runner allocates and binds it")
+        raise RuntimeError("DSAIndexer.kv_cache is not bound: the model runner allocates and binds "
+                           "it")
     q, k, weights = self.project(positions, hidden, q_latent)
     store_kv(self.kv_cache["index_k"], k, md.slot_mapping)
     topk = []
@@ -91,83 +115,102 @@ def forward(self: DSAIndexer, positions: torch.Tensor, hidden: torch.Tensor, q_l
         start, end, L = md.cu_seqlens_q_cpu[b], md.cu_seqlens_q_cpu[b + 1], md.seq_lens_cpu[b]
         keys = gather_paged(self.kv_cache["index_k"], md, b, L)                       # [L, D]
         scores = index_scores(q[start:end], keys, weights[start:end], self.softmax_scale)   # [n, L]
-        topk.append(causal_topk(scores, torch.arange(L - (end - start), L, device=q.device), self.topk))
+        topk.append(causal_topk(scores, torch.arange(L - (end - start), L, device=q.device),
+                                self.topk))
     return topk
 
 # %% ../../nbs/34_dsa.ipynb #8bc4712f
-def sparse_mask(topk: torch.Tensor, q_pos: torch.Tensor, num_keys: int, dtype: torch.dtype) -> torch.Tensor:
-    "Additive mask [n, L]: 0 on the selected keys a query may see, the dtype's min elsewhere (transformers' order)."
-    dropped = torch.ones(topk.shape[0], num_keys, dtype=torch.bool, device=topk.device).scatter(-1, topk, False)
+def sparse_mask(topk: torch.Tensor, q_pos: torch.Tensor, num_keys: int,
+                dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask [n, L]: 0 on the selected keys a query may see, the dtype's min elsewhere
+    (transformers' order)."""
+    dropped = torch.ones(topk.shape[0], num_keys, dtype=torch.bool,
+                         device=topk.device).scatter(-1, topk, False)
     return causal_mask(q_pos, num_keys, None, dtype).masked_fill(dropped, torch.finfo(dtype).min)
 
 # %% ../../nbs/34_dsa.ipynb #926c34dc
-def sparse_mla_absorbed(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch.Tensor, k_pe: torch.Tensor,
+def sparse_mla_absorbed(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch.Tensor,
+                        k_pe: torch.Tensor,
                         w_kv_b: torch.Tensor, v_head_dim: int, scale: float, topk: torch.Tensor,
                         q_pos: torch.Tensor) -> torch.Tensor:
-    "Each query attends to its K gathered latents only, MQA over [c_kv, k_pe] [deepseekai2025v32, Eq. 2; Sec. 2.1]."
+    """Each query attends to its K gathered latents only, MQA over [c_kv, k_pe] [deepseekai2025v32,
+    Eq. 2; Sec. 2.1]."""
     n, H, Dn = q_nope.shape
     R = c_kv.shape[-1]
     w = w_kv_b.view(H, Dn + v_head_dim, R)
-    w_uk, w_uv = w[:, :Dn], w[:, Dn:]                                                 # [H, Dn, R], [H, Dv, R]
-    q_c = torch.matmul(q_nope.transpose(0, 1), w_uk)                                  # [H, n, R]
+    w_uk, w_uv = w[:, :Dn], w[:, Dn:]                                       # [H, Dn, R], [H, Dv, R]
+    q_c = torch.matmul(q_nope.transpose(0, 1), w_uk)                        # [H, n, R]
     q = torch.cat((q_c, q_pe.transpose(0, 1)), dim=-1).transpose(0, 1)               # [n, H, R+Dr]
-    c_sel = c_kv[topk]                                                                # [n, K, R]
-    k = torch.cat((c_sel, k_pe[topk]), dim=-1)                                        # [n, K, R+Dr]
-    scores = torch.matmul(q, k.transpose(1, 2)) * scale                               # [n, H, K]
-    seen = (topk <= q_pos[:, None])[:, None, :]                                       # [n, 1, K]
-    scores = scores.masked_fill(~seen, torch.finfo(scores.dtype).min)                 # picked but in the future
+    c_sel = c_kv[topk]                                                    # [n, K, R]
+    k = torch.cat((c_sel, k_pe[topk]), dim=-1)                            # [n, K, R+Dr]
+    scores = torch.matmul(q, k.transpose(1, 2)) * scale                   # [n, H, K]
+    seen = (topk <= q_pos[:, None])[:, None, :]                           # [n, 1, K]
+    scores = scores.masked_fill(~seen, torch.finfo(scores.dtype).min)     # picked but in the future
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
     o_c = torch.matmul(probs, c_sel)                                                  # [n, H, R]
     return torch.matmul(o_c.transpose(0, 1), w_uv.transpose(1, 2)).transpose(0, 1)   # [n, H, Dv]
 
 # %% ../../nbs/34_dsa.ipynb #27e0f4ab
 def dsa_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: dict[str, torch.Tensor],
-                  md: AttentionMetadata, topk: list[torch.Tensor], w_kv_b: torch.Tensor, v_head_dim: int,
+                  md: AttentionMetadata, topk: list[torch.Tensor], w_kv_b: torch.Tensor,
+                  v_head_dim: int,
                   scale: float, absorb: str = "decode") -> torch.Tensor:
-    "Sparse MLA of packed queries over the latent streams, sequence b restricted to topk[b] -> [T, H, Dv]."
+    """Sparse MLA of packed queries over the latent streams, sequence b restricted to topk[b] -> [T,
+    H, Dv]."""
     out = q_nope.new_empty(q_nope.shape[0], q_nope.shape[1], v_head_dim)
     for b in range(md.num_seqs):
         start, end, L = md.cu_seqlens_q_cpu[b], md.cu_seqlens_q_cpu[b + 1], md.seq_lens_cpu[b]
-        c_kv, k_pe = gather_paged(kv_cache["kv_latent"], md, b, L), gather_paged(kv_cache["k_rope"], md, b, L)
+        c_kv, k_pe = (gather_paged(kv_cache["kv_latent"], md, b, L),
+                      gather_paged(kv_cache["k_rope"], md, b, L))
         q_pos = torch.arange(L - (end - start), L, device=q_nope.device)
         args = (q_nope[start:end], q_pe[start:end], c_kv, k_pe, w_kv_b, v_head_dim, scale)
         if absorb == "always" or (absorb == "decode" and end - start == 1):
             out[start:end] = sparse_mla_absorbed(*args, topk[b], q_pos)
-        else:                                                                         # masked dense, as HF
-            out[start:end] = mla_naive_attention(*args, mask=sparse_mask(topk[b], q_pos, L, q_nope.dtype))
+        else:                                                                  # masked dense, as HF
+            out[start:end] = mla_naive_attention(*args,
+                                                 mask=sparse_mask(topk[b], q_pos, L, q_nope.dtype))
     return out
 
 # %% ../../nbs/34_dsa.ipynb #39ef72b3
 class SparseMLA(MLA):
-    "MLA whose queries see only their top-k tokens: its own indexer's (`full`) or layer `topk_source`'s (`shared`)."
+    """MLA whose queries see only their top-k tokens: its own indexer's (`full`) or layer
+    `topk_source`'s (`shared`)."""
 
-    def __init__(self, *args, indexer: DSAIndexer | None, layer_idx: int, topk_source: int, **kwargs):
+    def __init__(self, *args, indexer: DSAIndexer | None, layer_idx: int, topk_source: int,
+                 **kwargs):
         super().__init__(*args, **kwargs)
         if self.q_lora_rank is None:
-            raise ValueError("DSA needs q_lora_rank: the indexer's queries are read from the query latent")
+            raise ValueError("DSA needs q_lora_rank: the indexer's queries are read from the query "
+                             "latent")
         if (indexer is None) == (topk_source == layer_idx):
-            raise ValueError(f"layer {layer_idx}: a layer with an indexer is its own top-k source, a shared one "
-                             f"reads an earlier layer's (got indexer={indexer is not None}, topk_source={topk_source})")
+            raise ValueError(f"layer {layer_idx}: a layer with an indexer is its own top-k source, "
+                             "a shared one "
+                             f"reads an earlier layer's (got indexer={indexer is not None}, "
+                             f"topk_source={topk_source})")
         self.indexer, self.layer_idx, self.topk_source = indexer, layer_idx, topk_source
 
     def select(self, positions: torch.Tensor, hidden: torch.Tensor, q_latent: torch.Tensor,
                md: AttentionMetadata) -> list[torch.Tensor]:
-        "Top-k token ids per sequence: computed here (full layer) or read from this step's metadata (shared)."
+        """Top-k token ids per sequence: computed here (full layer) or read from this step's
+        metadata (shared)."""
         key = f"dsa_topk.{self.topk_source}"
         if self.indexer is not None:
             md.scratch[key] = self.indexer(positions, hidden, q_latent, md)
         elif key not in md.scratch:
-            raise RuntimeError(f"shared DSA layer {self.layer_idx} needs the top-k of layer {self.topk_source}, "
+            raise RuntimeError(f"shared DSA layer {self.layer_idx} needs the top-k of layer "
+                               f"{self.topk_source}, "
                                "which did not run in this step")
         return md.scratch[key]
 
 # %% ../../nbs/34_dsa.ipynb #0425df4d
 @patch
-def forward(self: SparseMLA, positions: torch.Tensor, hidden: torch.Tensor, md: AttentionMetadata) -> torch.Tensor:
+def forward(self: SparseMLA, positions: torch.Tensor, hidden: torch.Tensor,
+            md: AttentionMetadata) -> torch.Tensor:
     if self.kv_cache is None:
-        raise RuntimeError("SparseMLA.kv_cache is not bound: the model runner allocates and binds it")
+        raise RuntimeError("SparseMLA.kv_cache is not bound: the model runner allocates and binds "
+                           "it")
     T, H, Dn, Dr = hidden.shape[0], self.num_heads, self.qk_nope_head_dim, self.qk_rope_head_dim
-    q_latent = self.q_a_layernorm(self.q_a_proj(hidden))                             # [T, Rq], Eq. 12 of V2
+    q_latent = self.q_a_layernorm(self.q_a_proj(hidden))                     # [T, Rq], Eq. 12 of V2
     q_nope, q_pe = torch.split(self.q_b_proj(q_latent).view(T, H, Dn + Dr), [Dn, Dr], dim=-1)
     c_kv, k_pe = torch.split(self.kv_a_proj_with_mqa(hidden), [self.kv_lora_rank, Dr], dim=-1)
     c_kv = self.kv_a_layernorm(c_kv)                                                  # [T, R]
@@ -184,33 +227,44 @@ INDEXER_TYPES = ("full", "shared")
 
 
 def dsa_indexer_types(config: dict) -> list[str]:
-    "Per layer `full` (runs its indexer) or `shared` (reuses the last full layer's top-k), as transformers derives it."
+    """Per layer `full` (runs its indexer) or `shared` (reuses the last full layer's top-k), as
+    transformers derives it."""
     n, types = config["num_hidden_layers"], config.get("indexer_types")
     if types is None and (pattern := config.get("index_topk_pattern")) is not None:
         bad = set(pattern) - set("FS") if isinstance(pattern, str) else set()
         if bad:
-            raise ValueError(f"index_topk_pattern {pattern!r} has {sorted(bad)}: only F (full) and S (shared)")
-        types = [{"F": "full", "S": "shared"}[c] for c in pattern] if isinstance(pattern, str) else list(pattern)
-    if types is None:                                                               # IndexCache's schedule
-        freq, offset = max(config.get("index_topk_freq", 1), 1), config.get("index_skip_topk_offset", 2)
+            raise ValueError(f"index_topk_pattern {pattern!r} has {sorted(bad)}: only F (full) and "
+                             "S (shared)")
+        types = ([{"F": "full", "S": "shared"}[c] for c in pattern] if isinstance(pattern, str)
+                 else list(pattern))
+    if types is None:                                                        # IndexCache's schedule
+        freq, offset = (max(config.get("index_topk_freq", 1), 1),
+                        config.get("index_skip_topk_offset", 2))
         types = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(n)]
     if len(types) != n or set(types) - set(INDEXER_TYPES):
-        raise ValueError(f"indexer_types {types} must give one of {INDEXER_TYPES} for each of the {n} layers")
+        raise ValueError(f"indexer_types {types} must give one of {INDEXER_TYPES} for each of the "
+                         f"{n} layers")
     if types and types[0] != "full":
-        raise ValueError("layer 0 is 'shared' in indexer_types, but no earlier layer computes a top-k for it")
+        raise ValueError("layer 0 is 'shared' in indexer_types, but no earlier layer computes a "
+                         "top-k for it")
     return list(types)
 
 # %% ../../nbs/34_dsa.ipynb #b4114f98
-def sparse_mla_from_config(config: dict, rope_parameters: dict, layer_idx: int, indexer_types: list[str],
+def sparse_mla_from_config(config: dict, rope_parameters: dict, layer_idx: int,
+                           indexer_types: list[str],
                            rotary_emb: MLARotaryEmbedding, indexer_rope: MLARotaryEmbedding,
                            tp_rank: int = 0, tp_size: int = 1, tp_group=None) -> SparseMLA:
-    "Layer `layer_idx` of a DSA config: MLA with an indexer (`full`) or reading the last full layer's top-k."
+    """Layer `layer_idx` of a DSA config: MLA with an indexer (`full`) or reading the last full
+    layer's top-k."""
     if not config.get("q_lora_rank"):
-        raise ValueError("DSA needs q_lora_rank: the indexer's queries are read from the query latent")
+        raise ValueError("DSA needs q_lora_rank: the indexer's queries are read from the query "
+                         "latent")
     indexer = None
     if indexer_types[layer_idx] == "full":
         indexer = DSAIndexer(config["hidden_size"], config["q_lora_rank"], config["index_n_heads"],
-                             config["index_head_dim"], config["qk_rope_head_dim"], config["index_topk"], indexer_rope)
+                             config["index_head_dim"], config["qk_rope_head_dim"],
+                             config["index_topk"], indexer_rope)
     source = max(j for j in range(layer_idx + 1) if indexer_types[j] == "full")
-    return mla_from_config(config, rope_parameters, rotary_emb, tp_rank, tp_size, tp_group, layer_class=SparseMLA,
+    return mla_from_config(config, rope_parameters, rotary_emb, tp_rank, tp_size, tp_group,
+                           layer_class=SparseMLA,
                            indexer=indexer, layer_idx=layer_idx, topk_source=source)

@@ -22,21 +22,24 @@ def _prepare(q, k, v, g, beta, use_qk_l2norm: bool):
 
 
 def recurrent_gated_delta_rule(q, k, v, g, beta, state=None, use_qk_l2norm: bool = True):
-    "q, k [T, Hk, Dk], v [T, Hv, Dv], g, beta [T, Hv] -> (o [T, Hv, Dv], S [Hv, Dk, Dv]) [yang2024gated, Sec. 3]."
+    """q, k [T, Hk, Dk], v [T, Hv, Dv], g, beta [T, Hv] -> (o [T, Hv, Dv], S [Hv, Dk, Dv])
+    [yang2024gated, Sec. 3]."""
     q, k, v, g, beta = _prepare(q, k, v, g, beta, use_qk_l2norm)
     H, T, Dk = k.shape
     S = torch.zeros(H, Dk, v.shape[-1]) if state is None else state.float().clone()
-    out = torch.empty_like(v)                                                            # [Hv, T, Dv]
+    out = torch.empty_like(v)                                                          # [Hv, T, Dv]
     for t in range(T):
-        S = S * g[:, t].exp()[:, None, None]                                             # alpha_t S_{t-1}
-        u = beta[:, t, None] * (v[:, t] - torch.einsum("hkv,hk->hv", S, k[:, t]))        # Eq. GDN
+        S = S * g[:, t].exp()[:, None, None]                                       # alpha_t S_{t-1}
+        u = beta[:, t, None] * (v[:, t] - torch.einsum("hkv,hk->hv", S, k[:, t]))  # Eq. GDN
         S = S + k[:, t, :, None] * u[:, None, :]
         out[:, t] = torch.einsum("hkv,hk->hv", S, q[:, t])
     return out.transpose(0, 1), S
 
 # %% ../../nbs/39a_gated_deltanet.ipynb #bcc5be5e
-def chunk_gated_delta_rule(q, k, v, g, beta, state=None, chunk_size: int = 64, use_qk_l2norm: bool = True):
-    "The same as `recurrent_gated_delta_rule`, a chunk of tokens at a time (Eqs. UT, chunk) [yang2024gated, Sec. 3]."
+def chunk_gated_delta_rule(q, k, v, g, beta, state=None, chunk_size: int = 64,
+                           use_qk_l2norm: bool = True):
+    """The same as `recurrent_gated_delta_rule`, a chunk of tokens at a time (Eqs. UT, chunk)
+    [yang2024gated, Sec. 3]."""
     q, k, v, g, beta = _prepare(q, k, v, g, beta, use_qk_l2norm)
     H, T, Dk = k.shape
     S = torch.zeros(H, Dk, v.shape[-1]) if state is None else state.float().clone()
@@ -46,18 +49,22 @@ def chunk_gated_delta_rule(q, k, v, g, beta, state=None, chunk_size: int = 64, u
         Q, K, V, B = q[:, c], k[:, c], v[:, c], beta[:, c]                   # [H, C, D], [H, C]
         G = g[:, c].cumsum(-1)                                               # Gamma [H, C]
         C = G.shape[-1]
-        decay = (G[:, :, None] - G[:, None, :]).masked_fill(~torch.ones(C, C, dtype=torch.bool).tril(), -torch.inf)
-        M = decay.exp()                                                      # [H, C, C], M_tj, j <= t
-        A = (B[:, :, None] * M * (K @ K.transpose(1, 2))).tril(-1)           # strictly lower
-        rhs = B[..., None] * (V - G.exp()[..., None] * (K @ S))              # [H, C, Dv]
+        decay = (G[:, :, None]
+                 - G[:, None, :]).masked_fill(~torch.ones(C, C, dtype=torch.bool).tril(),
+                                              -torch.inf)
+        M = decay.exp()                                                    # [H, C, C], M_tj, j <= t
+        A = (B[:, :, None] * M * (K @ K.transpose(1, 2))).tril(-1)         # strictly lower
+        rhs = B[..., None] * (V - G.exp()[..., None] * (K @ S))            # [H, C, Dv]
         U = torch.linalg.solve_triangular(torch.eye(C) + A, rhs, upper=False)  # Eq. UT
         out[:, c] = G.exp()[..., None] * (Q @ S) + (M * (Q @ K.transpose(1, 2))) @ U
         S = G[:, -1:, None].exp() * S + (K * (G[:, -1:] - G).exp()[..., None]).transpose(1, 2) @ U
     return out.transpose(0, 1), S
 
 # %% ../../nbs/39a_gated_deltanet.ipynb #5037b2de
-def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, conv_state: torch.Tensor):
-    "x [T, C], weight [C, K], conv_state [C, K-1] (the inputs before x) -> (silu(conv) [T, C], new state)."
+def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                  conv_state: torch.Tensor):
+    """x [T, C], weight [C, K], conv_state [C, K-1] (the inputs before x) -> (silu(conv) [T, C], new
+    state)."""
     K = weight.shape[-1]
     full = torch.cat([conv_state.to(x.dtype), x.t()], dim=-1)                      # [C, K-1+T]
     y = F.conv1d(full[None], weight[:, None, :], bias, groups=weight.shape[0])[0]  # [C, T]

@@ -12,7 +12,8 @@ from torch import nn
 
 # %% ../../nbs/35_hyper_connections.ipynb #b9669de9
 def sinkhorn_knopp(logits: torch.Tensor, num_iters: int, eps: float) -> torch.Tensor:
-    "Doubly stochastic [.., n, n] from logits: row softmax + eps, then column/row normalisation (Eq. mHC-4) [xie2026mhc]."
+    """Doubly stochastic [.., n, n] from logits: row softmax + eps, then column/row normalisation
+    (Eq. mHC-4) [xie2026mhc]."""
     m = torch.softmax(logits, dim=-1) + eps
     m = m / (m.sum(dim=-2, keepdim=True) + eps)                     # columns first
     for _ in range(num_iters - 1):
@@ -22,16 +23,24 @@ def sinkhorn_knopp(logits: torch.Tensor, num_iters: int, eps: float) -> torch.Te
 
 # %% ../../nbs/35_hyper_connections.ipynb #71400f7f
 def unweighted_rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
-    "x / RMS(x) over the last dim, no weight, the RMS in fp32 as transformers computes it [zhang2019root]."
+    """x / RMS(x) over the last dim, no weight, the RMS in fp32 as transformers computes it
+    [zhang2019root]."""
     return x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + eps).to(x.dtype)
 
 
 class HyperConnection(nn.Module):
-    "mHC maps of n residual streams: pre/post weights and the Sinkhorn mix (Eqs. mHC-1..4) [xie2026mhc]."
+    """mHC maps of n residual streams: pre/post weights and the Sinkhorn mix (Eqs. mHC-1..4)
+    [xie2026mhc]."""
 
-    def __init__(self, hidden_size: int, hc_mult: int, sinkhorn_iters: int, hc_eps: float, norm_eps: float):
+    def __init__(self, hidden_size: int, hc_mult: int, sinkhorn_iters: int, hc_eps: float,
+                 norm_eps: float):
         super().__init__()
-        self.hc_mult, self.sinkhorn_iters, self.hc_eps, self.norm_eps = hc_mult, sinkhorn_iters, hc_eps, norm_eps
+        self.hc_mult, self.sinkhorn_iters, self.hc_eps, self.norm_eps = (
+            hc_mult,
+            sinkhorn_iters,
+            hc_eps,
+            norm_eps,
+        )
         n = hc_mult
         self.fn = nn.Parameter(torch.empty((2 + n) * n, n * hidden_size, dtype=torch.float32))
         self.base = nn.Parameter(torch.empty((2 + n) * n, dtype=torch.float32))
@@ -41,29 +50,35 @@ class HyperConnection(nn.Module):
         "streams [.., n, d] -> post [.., n], comb [.., n, n], collapsed block input [.., d]."
         n = self.hc_mult
         if streams.shape[-2:].numel() != self.fn.shape[1] or streams.shape[-2] != n:
-            raise ValueError(f"HyperConnection of {n} streams x {self.fn.shape[1] // n} features got "
+            raise ValueError(f"HyperConnection of {n} streams x {self.fn.shape[1] // n} features "
+                             "got "
                              f"streams of shape {tuple(streams.shape)}")
-        flat = unweighted_rms_norm(streams.flatten(-2).float(), self.norm_eps)         # [.., n*d], Eq. mHC-2
+        # [.., n*d], Eq. mHC-2
+        flat = unweighted_rms_norm(streams.flatten(-2).float(), self.norm_eps)
         pre_w, post_w, comb_w = F.linear(flat, self.fn.float()).split([n, n, n * n], dim=-1)
         pre_b, post_b, comb_b = self.base.split([n, n, n * n])
         pre_s, post_s, comb_s = self.scale.unbind(0)
         pre = torch.sigmoid(pre_w * pre_s + pre_b) + self.hc_eps                        # Eq. mHC-3
         post = 2 * torch.sigmoid(post_w * post_s + post_b)
-        comb_logits = comb_w.unflatten(-1, (n, n)) * comb_s + comb_b.view(n, n)          # [.., n, n]
-        comb = sinkhorn_knopp(comb_logits, self.sinkhorn_iters, self.hc_eps)             # Eq. mHC-4
-        collapsed = (pre.unsqueeze(-1) * streams).sum(dim=-2).to(streams.dtype)          # [.., d]
+        comb_logits = comb_w.unflatten(-1, (n, n)) * comb_s + comb_b.view(n, n)         # [.., n, n]
+        comb = sinkhorn_knopp(comb_logits, self.sinkhorn_iters, self.hc_eps)            # Eq. mHC-4
+        collapsed = (pre.unsqueeze(-1) * streams).sum(dim=-2).to(streams.dtype)         # [.., d]
         return post, comb, collapsed
 
     @staticmethod
-    def mix(streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        "Eq. mHC-1: post * F(..) + comb^T X, for streams [.., n, d] and the block output out [.., d]."
+    def mix(streams: torch.Tensor, post: torch.Tensor, comb: torch.Tensor,
+            out: torch.Tensor) -> torch.Tensor:
+        """Eq. mHC-1: post * F(..) + comb^T X, for streams [.., n, d] and the block output out [..,
+        d]."""
         dtype = streams.dtype
-        return post.to(dtype).unsqueeze(-1) * out.unsqueeze(-2) + torch.matmul(comb.to(dtype).transpose(-1, -2),
-                                                                                  streams)
+        return post.to(dtype).unsqueeze(-1) * out.unsqueeze(-2) + torch.matmul(
+            comb.to(dtype).transpose(-1, -2), streams
+        )
 
 # %% ../../nbs/35_hyper_connections.ipynb #c62e8074
 class HyperHead(nn.Module):
-    "Final collapse of the n streams, sigmoid pre-weights only [xie2026mhc; deepseekai2026v4, Sec. 2.2]."
+    """Final collapse of the n streams, sigmoid pre-weights only [xie2026mhc; deepseekai2026v4, Sec.
+    2.2]."""
 
     def __init__(self, hidden_size: int, hc_mult: int, hc_eps: float, norm_eps: float):
         super().__init__()
@@ -75,5 +90,6 @@ class HyperHead(nn.Module):
     def forward(self, streams: torch.Tensor) -> torch.Tensor:
         "streams [.., n, d] -> [.., d]."
         flat = unweighted_rms_norm(streams.flatten(-2).float(), self.norm_eps)          # [.., n*d]
-        pre = torch.sigmoid(F.linear(flat, self.hc_fn.float()) * self.hc_scale.float() + self.hc_base.float())
+        pre = torch.sigmoid(F.linear(flat, self.hc_fn.float()) * self.hc_scale.float()
+                            + self.hc_base.float())
         return ((pre + self.hc_eps).unsqueeze(-1) * streams).sum(dim=-2).to(streams.dtype)

@@ -13,8 +13,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AttentionMetadata, KVStreamSpec, causal_mask, gather_paged, store_kv
-from .basic import ColumnParallelLinear, RMSNorm, RowParallelLinear, divide, get_rope
+from mini_infer.layers.attention import (
+    AttentionMetadata,
+    KVStreamSpec,
+    causal_mask,
+    gather_paged,
+    store_kv,
+)
+from mini_infer.layers.basic import (
+    ColumnParallelLinear,
+    RMSNorm,
+    RowParallelLinear,
+    divide,
+    get_rope,
+)
 
 # %% ../../nbs/31_mla.ipynb #d0535278
 _MLA_ROPE_TYPES = ("default", "yarn")
@@ -22,90 +34,115 @@ _MLA_ROPE_STYLES = ("complex", "interleave", "neox")
 
 
 class MLARotaryEmbedding(nn.Module):
-    "RoPE of MLA's decoupled q_pe [T, H, Dr] and k_pe [T, 1, Dr] in HF's complex/interleave/neox layouts [deepseekai2024v2, Eqs. 14-15]."
+    """RoPE of MLA's decoupled q_pe [T, H, Dr] and k_pe [T, 1, Dr] in HF's complex/interleave/neox
+    layouts [deepseekai2024v2, Eqs. 14-15]."""
 
-    def __init__(self, qk_rope_head_dim: int, rope_parameters: dict, max_position_embeddings: int, style: str):
+    def __init__(self, qk_rope_head_dim: int, rope_parameters: dict, max_position_embeddings: int,
+                 style: str):
         super().__init__()
         rope_type = rope_parameters.get("rope_type", rope_parameters.get("type", "default"))
         if rope_type not in _MLA_ROPE_TYPES:
-            raise ValueError(f"MLA does not support rope_type {rope_type!r}; supported: {', '.join(_MLA_ROPE_TYPES)}")
+            raise ValueError(f"MLA does not support rope_type {rope_type!r}; supported: "
+                             f"{', '.join(_MLA_ROPE_TYPES)}")
         if style not in _MLA_ROPE_STYLES:
-            raise ValueError(f"unknown MLA rope style {style!r}; known: {', '.join(_MLA_ROPE_STYLES)}")
-        self.style, self.rope = style, get_rope(qk_rope_head_dim, rope_parameters, max_position_embeddings)
-        if style == "complex":                     # the polar table of transformers' DeepseekV2RotaryEmbedding
+            raise ValueError(f"unknown MLA rope style {style!r}; known: "
+                             f"{', '.join(_MLA_ROPE_STYLES)}")
+        self.style, self.rope = (style,
+                                 get_rope(qk_rope_head_dim, rope_parameters,
+                                          max_position_embeddings))
+        if style == "complex":          # the polar table of transformers' DeepseekV2RotaryEmbedding
             rope = self.rope
-            freqs = torch.arange(rope.num_cached_positions).float()[:, None] * rope._compute_inv_freq(rope.rope_theta)
-            freqs_cis = torch.polar(torch.ones_like(freqs), freqs) * rope.attention_scaling           # [P, Dr/2]
-            self.register_buffer("freqs_cis", torch.view_as_real(freqs_cis), persistent=False)         # [P, Dr/2, 2]
+            freqs = (torch.arange(rope.num_cached_positions).float()[:, None]
+                     * rope._compute_inv_freq(rope.rope_theta))
+            # [P, Dr/2]
+            freqs_cis = torch.polar(torch.ones_like(freqs), freqs) * rope.attention_scaling
+            # [P, Dr/2, 2]
+            self.register_buffer("freqs_cis", torch.view_as_real(freqs_cis), persistent=False)
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         if self.style == "neox":
             return self.rope(positions, q, k)
         if self.style == "complex":                # pairs as complex numbers, in fp32, pairs out
-            freqs_cis = torch.view_as_complex(self.freqs_cis.float().index_select(0, positions)).unsqueeze(1)
-            q_ = torch.view_as_complex(q.float().reshape(*q.shape[:-1], -1, 2))                    # [T, H, Dr/2]
-            k_ = torch.view_as_complex(k.float().reshape(*k.shape[:-1], -1, 2))                    # [T, 1, Dr/2]
+            freqs_cis = torch.view_as_complex(
+                self.freqs_cis.float().index_select(0, positions)
+            ).unsqueeze(1)
+            q_ = torch.view_as_complex(q.float().reshape(*q.shape[:-1], -1, 2))       # [T, H, Dr/2]
+            k_ = torch.view_as_complex(k.float().reshape(*k.shape[:-1], -1, 2))       # [T, 1, Dr/2]
             return (torch.view_as_real(q_ * freqs_cis).flatten(2).type_as(q),
                     torch.view_as_real(k_ * freqs_cis).flatten(2).type_as(k))
-        cos, sin = self.rope.cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)             # [T, Dr/2]
-        cos, sin = cos.unsqueeze(1).to(q.dtype), sin.unsqueeze(1).to(q.dtype)                      # [T, 1, Dr/2]
+        # [T, Dr/2]
+        cos, sin = self.rope.cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)
+        # [T, 1, Dr/2]
+        cos, sin = cos.unsqueeze(1).to(q.dtype), sin.unsqueeze(1).to(q.dtype)
         q1, q2, k1, k2 = q[..., 0::2], q[..., 1::2], k[..., 0::2], k[..., 1::2]
-        return (torch.cat([q1 * cos - q2 * sin, q2 * cos + q1 * sin], dim=-1),                   # evens, then odds
+        return (torch.cat([q1 * cos - q2 * sin, q2 * cos + q1 * sin], dim=-1),    # evens, then odds
                 torch.cat([k1 * cos - k2 * sin, k2 * cos + k1 * sin], dim=-1))
 
 # %% ../../nbs/31_mla.ipynb #93b995e3
 def mla_softmax_scale(qk_head_dim: int, rope_parameters: dict) -> float:
-    "1/sqrt(Dn + Dr) (Eq. 18), times YaRN's mscale(s, mscale_all_dim)^2 [deepseekai2024v2, Eq. 18; peng2023yarn, Eq. 15]."
+    """1/sqrt(Dn + Dr) (Eq. 18), times YaRN's mscale(s, mscale_all_dim)^2 [deepseekai2024v2, Eq. 18;
+    peng2023yarn, Eq. 15]."""
     scale = qk_head_dim ** (-0.5)
-    if rope_parameters.get("rope_type", "default") != "default" and rope_parameters.get("mscale_all_dim"):
+    if (rope_parameters.get("rope_type", "default") != "default"
+        and rope_parameters.get("mscale_all_dim")):
         factor = rope_parameters["factor"]
-        mscale = 1.0 if factor <= 1 else 0.1 * rope_parameters["mscale_all_dim"] * math.log(factor) + 1.0
+        mscale = (1.0 if factor <= 1 else 0.1 * rope_parameters["mscale_all_dim"]
+                  * math.log(factor) + 1.0)
         scale = scale * mscale * mscale
     return scale
 
 # %% ../../nbs/31_mla.ipynb #5526363d
-def mla_naive_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch.Tensor, k_pe: torch.Tensor,
+def mla_naive_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch.Tensor,
+                        k_pe: torch.Tensor,
                         w_kv_b: torch.Tensor, v_head_dim: int, scale: float,
                         mask: torch.Tensor | None = None) -> torch.Tensor:
-    "One sequence: expand latents c_kv [L, R] to per-head K, V with kv_b_proj, then Eq. 18 [deepseekai2024v2, Eqs. 10-11, 16-18]."
+    """One sequence: expand latents c_kv [L, R] to per-head K, V with kv_b_proj, then Eq. 18
+    [deepseekai2024v2, Eqs. 10-11, 16-18]."""
     n, H, Dn = q_nope.shape
     L, Dr = k_pe.shape
-    kv = F.linear(c_kv, w_kv_b).view(L, H, Dn + v_head_dim).transpose(0, 1)          # [H, L, Dn+Dv], Eqs. 10-11
-    k_nope, v = torch.split(kv, [Dn, v_head_dim], dim=-1)                            # [H, L, Dn], [H, L, Dv]
+    # [H, L, Dn+Dv], Eqs. 10-11
+    kv = F.linear(c_kv, w_kv_b).view(L, H, Dn + v_head_dim).transpose(0, 1)
+    # [H, L, Dn], [H, L, Dv]
+    k_nope, v = torch.split(kv, [Dn, v_head_dim], dim=-1)
     k = kv.new_empty(H, L, Dn + Dr)                                                  # Eq. 17
     k[..., :Dn].copy_(k_nope)
-    k[..., Dn:].copy_(k_pe.expand(H, L, Dr))                                         # one shared k^R_t for all heads
-    q = torch.cat((q_nope.transpose(0, 1), q_pe.transpose(0, 1)), dim=-1)           # [H, n, Dn+Dr], Eq. 16
-    scores = torch.matmul(q, k.transpose(1, 2)) * scale                              # [H, n, L]
-    if mask is None:                                                                 # [n, L] additive; 34 passes its own
+    k[..., Dn:].copy_(k_pe.expand(H, L, Dr))                        # one shared k^R_t for all heads
+    q = torch.cat((q_nope.transpose(0, 1), q_pe.transpose(0, 1)), dim=-1)    # [H, n, Dn+Dr], Eq. 16
+    scores = torch.matmul(q, k.transpose(1, 2)) * scale         # [H, n, L]
+    if mask is None:                                            # [n, L] additive; 34 passes its own
         mask = causal_mask(torch.arange(L - n, L, device=q.device), L, None, scores.dtype)
     probs = torch.softmax(scores + mask, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(probs, v).transpose(0, 1)                                    # [n, H, Dv], Eq. 18
+    return torch.matmul(probs, v).transpose(0, 1)                               # [n, H, Dv], Eq. 18
 
 # %% ../../nbs/31_mla.ipynb #bcd41970
-def mla_absorbed_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch.Tensor, k_pe: torch.Tensor,
+def mla_absorbed_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch.Tensor,
+                           k_pe: torch.Tensor,
                            w_kv_b: torch.Tensor, v_head_dim: int, scale: float) -> torch.Tensor:
-    "One sequence: W^UK folded into the query, attention over [c_kv, k_pe], W^UV after (MQA over latents) [deepseekai2024v2, Sec. 2.1.2]."
+    """One sequence: W^UK folded into the query, attention over [c_kv, k_pe], W^UV after (MQA over
+    latents) [deepseekai2024v2, Sec. 2.1.2]."""
     n, H, Dn = q_nope.shape
     L, R = c_kv.shape
     w = w_kv_b.view(H, Dn + v_head_dim, R)
-    w_uk, w_uv = w[:, :Dn], w[:, Dn:]                                                 # [H, Dn, R], [H, Dv, R]
-    q_c = torch.matmul(q_nope.transpose(0, 1), w_uk)                                  # [H, n, R]: W^UK^T q^C
-    q = torch.cat((q_c, q_pe.transpose(0, 1)), dim=-1)                                # [H, n, R+Dr]
-    k = torch.cat((c_kv, k_pe), dim=-1)                                               # [L, R+Dr]: one key head
-    scores = torch.matmul(q, k.T) * scale                                             # [H, n, L]
+    w_uk, w_uv = w[:, :Dn], w[:, Dn:]                                      # [H, Dn, R], [H, Dv, R]
+    q_c = torch.matmul(q_nope.transpose(0, 1), w_uk)                       # [H, n, R]: W^UK^T q^C
+    q = torch.cat((q_c, q_pe.transpose(0, 1)), dim=-1)                     # [H, n, R+Dr]
+    k = torch.cat((c_kv, k_pe), dim=-1)                                    # [L, R+Dr]: one key head
+    scores = torch.matmul(q, k.T) * scale                                  # [H, n, L]
     scores = scores + causal_mask(torch.arange(L - n, L, device=q.device), L, None, scores.dtype)
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    o_c = torch.matmul(probs, c_kv)                                                   # [H, n, R]: attend over latents
-    return torch.matmul(o_c, w_uv.transpose(1, 2)).transpose(0, 1)                    # [n, H, Dv]: W^UV o
+    o_c = torch.matmul(probs, c_kv)                                 # [H, n, R]: attend over latents
+    return torch.matmul(o_c, w_uv.transpose(1, 2)).transpose(0, 1)  # [n, H, Dv]: W^UV o
 
 # %% ../../nbs/31_mla.ipynb #3cb3743c
 MLA_ABSORB_MODES = ("decode", "never", "always")
 
 
-def mla_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: dict[str, torch.Tensor], md: AttentionMetadata,
-                  w_kv_b: torch.Tensor, v_head_dim: int, scale: float, absorb: str = "decode") -> torch.Tensor:
-    "Packed q_nope [T, H, Dn], q_pe [T, H, Dr] over the `kv_latent`/`k_rope` paged streams -> [T, H, Dv] [deepseekai2024v2]."
+def mla_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: dict[str, torch.Tensor],
+                  md: AttentionMetadata,
+                  w_kv_b: torch.Tensor, v_head_dim: int, scale: float,
+                  absorb: str = "decode") -> torch.Tensor:
+    """Packed q_nope [T, H, Dn], q_pe [T, H, Dr] over the `kv_latent`/`k_rope` paged streams -> [T,
+    H, Dv] [deepseekai2024v2]."""
     if absorb not in MLA_ABSORB_MODES:
         raise ValueError(f"unknown absorb mode {absorb!r}; known: {', '.join(MLA_ABSORB_MODES)}")
     out = q_nope.new_empty(q_nope.shape[0], q_nope.shape[1], v_head_dim)
@@ -115,20 +152,26 @@ def mla_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: dict[str, 
         k_pe = gather_paged(kv_cache["k_rope"], md, b, length)                      # [L, Dr]
         absorbed = absorb == "always" or (absorb == "decode" and end - start == 1)
         form = mla_absorbed_attention if absorbed else mla_naive_attention
-        out[start:end] = form(q_nope[start:end], q_pe[start:end], c_kv, k_pe, w_kv_b, v_head_dim, scale)
+        out[start:end] = form(q_nope[start:end], q_pe[start:end], c_kv, k_pe, w_kv_b, v_head_dim,
+                              scale)
     return out
 
 # %% ../../nbs/31_mla.ipynb #1d92e447
 class MLA(nn.Module):
-    "Multi-head latent attention over a `kv_latent` [R] + `k_rope` [Dr] paged cache, HF attribute names [deepseekai2024v2, Eqs. 9-19]."
+    """Multi-head latent attention over a `kv_latent` [R] + `k_rope` [Dr] paged cache, HF attribute
+    names [deepseekai2024v2, Eqs. 9-19]."""
 
     def __init__(self, hidden_size: int, num_heads: int, q_lora_rank: int | None, kv_lora_rank: int,
-                 qk_nope_head_dim: int, qk_rope_head_dim: int, v_head_dim: int, rotary_emb: MLARotaryEmbedding,
-                 scale: float, attention_bias: bool = False, absorb: str = "decode", tp_rank: int = 0,
+                 qk_nope_head_dim: int, qk_rope_head_dim: int, v_head_dim: int,
+                 rotary_emb: MLARotaryEmbedding,
+                 scale: float, attention_bias: bool = False, absorb: str = "decode",
+                 tp_rank: int = 0,
                  tp_size: int = 1, tp_group=None):
         super().__init__()
         if absorb not in MLA_ABSORB_MODES:
-            raise ValueError(f"unknown absorb mode {absorb!r}; known: {', '.join(MLA_ABSORB_MODES)}")
+            raise ValueError(
+                f"unknown absorb mode {absorb!r}; known: {', '.join(MLA_ABSORB_MODES)}"
+            )
         self.num_heads = divide(num_heads, tp_size, "num_heads")
         self.q_lora_rank, self.kv_lora_rank, self.v_head_dim = q_lora_rank, kv_lora_rank, v_head_dim
         self.qk_nope_head_dim, self.qk_rope_head_dim = qk_nope_head_dim, qk_rope_head_dim
@@ -142,48 +185,64 @@ class MLA(nn.Module):
             self.q_a_layernorm = RMSNorm(q_lora_rank)
             self.q_b_proj = ColumnParallelLinear(q_lora_rank, num_heads * self.qk_head_dim, **tp)
         self.kv_a_proj_with_mqa = ColumnParallelLinear(hidden_size, kv_lora_rank + qk_rope_head_dim,
-                                                       bias=attention_bias)          # W^DKV and W^KR
+                                                       bias=attention_bias)         # W^DKV and W^KR
         self.kv_a_layernorm = RMSNorm(kv_lora_rank)
-        self.kv_b_proj = ColumnParallelLinear(kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), **tp)
-        self.o_proj = RowParallelLinear(num_heads * v_head_dim, hidden_size, bias=attention_bias, tp_group=tp_group, **tp)
-        self.kv_cache: dict[str, torch.Tensor] | None = None                        # bound by the runner
+        self.kv_b_proj = ColumnParallelLinear(kv_lora_rank, num_heads
+                                              * (qk_nope_head_dim + v_head_dim), **tp)
+        self.o_proj = RowParallelLinear(num_heads * v_head_dim, hidden_size, bias=attention_bias,
+                                        tp_group=tp_group, **tp)
+        self.kv_cache: dict[str, torch.Tensor] | None = None                   # bound by the runner
 
     def kv_streams(self) -> dict[str, KVStreamSpec]:
-        "Two cache streams: the normalised latent c^KV [R] and the rotated shared key k^R [Dr], per token."
-        return {"kv_latent": KVStreamSpec((self.kv_lora_rank,)), "k_rope": KVStreamSpec((self.qk_rope_head_dim,))}
+        """Two cache streams: the normalised latent c^KV [R] and the rotated shared key k^R [Dr],
+        per token."""
+        return {"kv_latent": KVStreamSpec((self.kv_lora_rank,)),
+                "k_rope": KVStreamSpec((self.qk_rope_head_dim,))}
 
-    def forward(self, positions: torch.Tensor, hidden: torch.Tensor, md: AttentionMetadata) -> torch.Tensor:
+    def forward(self, positions: torch.Tensor, hidden: torch.Tensor,
+                md: AttentionMetadata) -> torch.Tensor:
         if self.kv_cache is None:
             raise RuntimeError("MLA.kv_cache is not bound: the model runner allocates and binds it")
         T = hidden.shape[0]
-        q = self.q_proj(hidden) if self.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden)))
+        q = (self.q_proj(hidden) if self.q_lora_rank is None
+             else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden))))
         q_nope, q_pe = torch.split(q.view(T, self.num_heads, self.qk_head_dim),
-                                   [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)  # [T, H, Dn], [T, H, Dr]
-        c_kv, k_pe = torch.split(self.kv_a_proj_with_mqa(hidden), [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
-        c_kv = self.kv_a_layernorm(c_kv)                                              # [T, R], Eq. 9
-        q_pe, k_pe = self.rotary_emb(positions, q_pe, k_pe.view(T, 1, self.qk_rope_head_dim))   # Eqs. 14-15
+                                   # [T, H, Dn], [T, H, Dr]
+                                   [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)
+        c_kv, k_pe = torch.split(self.kv_a_proj_with_mqa(hidden),
+                                 [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
+        c_kv = self.kv_a_layernorm(c_kv)                                             # [T, R], Eq. 9
+        # Eqs. 14-15
+        q_pe, k_pe = self.rotary_emb(positions, q_pe, k_pe.view(T, 1, self.qk_rope_head_dim))
         store_kv(self.kv_cache["kv_latent"], c_kv, md.slot_mapping)
         store_kv(self.kv_cache["k_rope"], k_pe.view(T, self.qk_rope_head_dim), md.slot_mapping)
-        o = mla_attention(q_nope, q_pe, self.kv_cache, md, self.kv_b_proj.weight, self.v_head_dim, self.scale,
-                          self.absorb)                                                # [T, H, Dv], Eqs. 16-18
-        return self.o_proj(o.reshape(T, self.num_heads * self.v_head_dim))            # Eq. 19
+        o = mla_attention(q_nope, q_pe, self.kv_cache, md, self.kv_b_proj.weight, self.v_head_dim,
+                          self.scale,
+                          self.absorb)                                      # [T, H, Dv], Eqs. 16-18
+        return self.o_proj(o.reshape(T, self.num_heads * self.v_head_dim))  # Eq. 19
 
 # %% ../../nbs/31_mla.ipynb #5ddb52a0
 def mla_rope_style(config: dict) -> str:
-    "The rotary layout `transformers` uses for a DeepSeek config: complex (V2), interleave or neox (V3)."
+    """The rotary layout `transformers` uses for a DeepSeek config: complex (V2), interleave or neox
+    (V3)."""
     if config["model_type"] == "deepseek_v2":
         return "complex"
     return "interleave" if config.get("rope_interleave", True) else "neox"
 
 # %% ../../nbs/31_mla.ipynb #e36aa417
-def mla_from_config(config: dict, rope_parameters: dict, rotary_emb: MLARotaryEmbedding | None = None,
+def mla_from_config(config: dict, rope_parameters: dict, rotary_emb: MLARotaryEmbedding
+                    | None = None,
                     tp_rank: int = 0, tp_size: int = 1, tp_group=None, layer_class: type = MLA,
                     **layer_kwargs) -> MLA:
-    "An `MLA` layer (or the subclass `layer_class`, given `layer_kwargs`) from a DeepSeek `config.json` dict [deepseekai2024v2]."
+    """An `MLA` layer (or the subclass `layer_class`, given `layer_kwargs`) from a DeepSeek
+    `config.json` dict [deepseekai2024v2]."""
     dr, dn = config["qk_rope_head_dim"], config["qk_nope_head_dim"]
     if rotary_emb is None:
-        rotary_emb = MLARotaryEmbedding(dr, rope_parameters, config["max_position_embeddings"], mla_rope_style(config))
-    return layer_class(config["hidden_size"], config["num_attention_heads"], config.get("q_lora_rank"),
+        rotary_emb = MLARotaryEmbedding(dr, rope_parameters, config["max_position_embeddings"],
+                                        mla_rope_style(config))
+    return layer_class(config["hidden_size"], config["num_attention_heads"],
+                       config.get("q_lora_rank"),
                        config["kv_lora_rank"], dn, dr, config["v_head_dim"], rotary_emb,
-                       mla_softmax_scale(dn + dr, rope_parameters), bool(config.get("attention_bias", False)),
+                       mla_softmax_scale(dn + dr, rope_parameters),
+                       bool(config.get("attention_bias", False)),
                        tp_rank=tp_rank, tp_size=tp_size, tp_group=tp_group, **layer_kwargs)

@@ -16,7 +16,8 @@ from .basic import MLP, TensorParallelGroup, divide, get_act_fn, load_shard
 
 # %% ../../nbs/30_moe.ipynb #893ba0a4
 class TopKRouter(nn.Module):
-    "Top-K of softmax(x W_g^T), renormalised to sum to 1 (Qwen3-MoE: if `norm_topk_prob`) [jiang2024mixtral, Eq. 2.1b]."
+    """Top-K of softmax(x W_g^T), renormalised to sum to 1 (Qwen3-MoE: if `norm_topk_prob`)
+    [jiang2024mixtral, Eq. 2.1b]."""
 
     def __init__(self, hidden_size: int, num_experts: int, top_k: int, norm_topk_prob: bool = True):
         super().__init__()
@@ -30,19 +31,21 @@ class TopKRouter(nn.Module):
         "hidden [T, d] -> (topk_weights [T, K] fp32, topk_ids [T, K] int64)."
         router_logits = F.linear(hidden, self.weight)                              # [T, E]
         probs = F.softmax(router_logits.float(), dim=-1)
-        topk_weights, topk_ids = torch.topk(probs, self.top_k, dim=-1)             # [T, K]
-        if self.norm_topk_prob:                                                    # Qwen3-MoE may skip it
+        topk_weights, topk_ids = torch.topk(probs, self.top_k, dim=-1)       # [T, K]
+        if self.norm_topk_prob:                                              # Qwen3-MoE may skip it
             topk_weights /= topk_weights.sum(dim=-1, keepdim=True)
         return topk_weights, topk_ids
 
     def extra_repr(self) -> str:
-        return (f"hidden_size={self.hidden_size}, num_experts={self.num_experts}, top_k={self.top_k}, "
+        return (f"hidden_size={self.hidden_size}, num_experts={self.num_experts}, "
+                f"top_k={self.top_k}, "
                 f"norm_topk_prob={self.norm_topk_prob}")
 
 # %% ../../nbs/30_moe.ipynb #5c3be4ea
 def limit_to_groups(scores: torch.Tensor, n_group: int, topk_group: int, group_score: str,
                     fill: float) -> torch.Tensor:
-    "Keep the experts of the `topk_group` best of `n_group` groups, `fill` elsewhere [deepseekai2024v2, Sec. 2.2.2]."
+    """Keep the experts of the `topk_group` best of `n_group` groups, `fill` elsewhere
+    [deepseekai2024v2, Sec. 2.2.2]."""
     T, E = scores.shape
     grouped = scores.view(T, n_group, E // n_group)                                # [T, G, E/G]
     if group_score == "max":
@@ -54,7 +57,7 @@ def limit_to_groups(scores: torch.Tensor, n_group: int, topk_group: int, group_s
     group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]    # [T, topk_group]
     group_mask = torch.zeros_like(group_scores)
     group_mask.scatter_(1, group_idx, 1)
-    score_mask = group_mask.unsqueeze(-1).expand(-1, n_group, E // n_group).reshape(-1, E)   # [T, E]
+    score_mask = group_mask.unsqueeze(-1).expand(-1, n_group, E // n_group).reshape(-1, E)  # [T, E]
     return scores.masked_fill(~score_mask.bool(), fill)
 
 # %% ../../nbs/30_moe.ipynb #21ec5946
@@ -63,28 +66,42 @@ _TOPK_METHODS = ("greedy", "group_limited_greedy", "noaux_tc")
 
 
 class GroupedTopKRouter(nn.Module):
-    "DeepSeek routing: softmax/sigmoid scores, group-limited top-K, bias for selection only [deepseekai2024v3, Eqs. 13-16]."
+    """DeepSeek routing: softmax/sigmoid scores, group-limited top-K, bias for selection only
+    [deepseekai2024v3, Eqs. 13-16]."""
 
-    def __init__(self, hidden_size: int, num_experts: int, top_k: int, scoring_func: str = "softmax",
-                 topk_method: str = "greedy", n_group: int = 1, topk_group: int = 1, norm_topk_prob: bool = False,
+    def __init__(self, hidden_size: int, num_experts: int, top_k: int,
+                 scoring_func: str = "softmax",
+                 topk_method: str = "greedy", n_group: int = 1, topk_group: int = 1,
+                 norm_topk_prob: bool = False,
                  routed_scaling_factor: float = 1.0):
         super().__init__()
         if scoring_func not in _SCORING_FUNCS:
-            raise ValueError(f"unsupported scoring_func {scoring_func!r}; supported: {', '.join(_SCORING_FUNCS)}")
+            raise ValueError(f"unsupported scoring_func {scoring_func!r}; supported: "
+                             f"{', '.join(_SCORING_FUNCS)}")
         if topk_method not in _TOPK_METHODS:
-            raise ValueError(f"unsupported topk_method {topk_method!r}; supported: {', '.join(_TOPK_METHODS)}")
+            raise ValueError(f"unsupported topk_method {topk_method!r}; supported: "
+                             f"{', '.join(_TOPK_METHODS)}")
         per_group = divide(num_experts, n_group, "num_experts")
-        if topk_method != "greedy" and not (1 <= topk_group <= n_group and top_k <= topk_group * per_group):
-            raise ValueError(f"top_k={top_k} experts from topk_group={topk_group} of n_group={n_group} groups "
+        if (topk_method != "greedy"
+            and not (1 <= topk_group <= n_group and top_k <= topk_group * per_group)):
+            raise ValueError(f"top_k={top_k} experts from topk_group={topk_group} of "
+                             f"n_group={n_group} groups "
                              f"of {per_group} experts is impossible")
         if not 0 < top_k <= num_experts or (topk_method == "noaux_tc" and per_group < 2):
-            raise ValueError(f"top_k={top_k} of {num_experts} experts in groups of {per_group} (noaux_tc needs >= 2)")
+            raise ValueError(f"top_k={top_k} of {num_experts} experts in groups of {per_group} "
+                             "(noaux_tc needs >= 2)")
         self.hidden_size, self.num_experts, self.top_k = hidden_size, num_experts, top_k
-        self.scoring_func, self.topk_method, self.n_group, self.topk_group = scoring_func, topk_method, n_group, topk_group
+        self.scoring_func, self.topk_method, self.n_group, self.topk_group = (
+            scoring_func,
+            topk_method,
+            n_group,
+            topk_group,
+        )
         self.norm_topk_prob, self.routed_scaling_factor = norm_topk_prob, routed_scaling_factor
         self.weight = nn.Parameter(torch.empty(num_experts, hidden_size), requires_grad=False)
         if topk_method == "noaux_tc":
-            self.e_score_correction_bias = nn.Parameter(torch.zeros(num_experts), requires_grad=False)
+            self.e_score_correction_bias = nn.Parameter(torch.zeros(num_experts),
+                                                        requires_grad=False)
 
     def forward(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         "hidden [T, d] -> (topk_weights [T, K] fp32, topk_ids [T, K] int64)."
@@ -93,19 +110,22 @@ class GroupedTopKRouter(nn.Module):
             scores = router_logits.softmax(dim=-1, dtype=torch.float32)                     # Eq. 11
         else:
             scores = router_logits.sigmoid()                                                # Eq. 15
-        choice = scores + self.e_score_correction_bias if self.topk_method == "noaux_tc" else scores   # Eq. 16
+        # Eq. 16
+        choice = scores + self.e_score_correction_bias if self.topk_method == "noaux_tc" else scores
         if self.topk_method != "greedy":
             by_top2 = self.topk_method == "noaux_tc"
-            choice = limit_to_groups(choice, self.n_group, self.topk_group, "top2_sum" if by_top2 else "max",
+            choice = limit_to_groups(choice, self.n_group, self.topk_group, "top2_sum" if by_top2
+                                     else "max",
                                      float("-inf") if by_top2 else 0.0)
-        topk_ids = torch.topk(choice, k=self.top_k, dim=-1, sorted=False)[1]                # [T, K]
-        topk_weights = scores.gather(1, topk_ids)                                           # unbiased s_{i,t}
+        topk_ids = torch.topk(choice, k=self.top_k, dim=-1, sorted=False)[1]      # [T, K]
+        topk_weights = scores.gather(1, topk_ids)                                 # unbiased s_{i,t}
         if self.norm_topk_prob:
             topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20)  # Eq. 13
         return topk_weights * self.routed_scaling_factor, topk_ids
 
     def _apply(self, fn, recurse=True):
-        "Move with the model but stay fp32 under `.to(dtype)`, as `transformers`' `_keep_in_fp32_modules`."
+        """Move with the model but stay fp32 under `.to(dtype)`, as `transformers`'
+        `_keep_in_fp32_modules`."""
         fp32 = {name: p.data for name, p in self.named_parameters(recurse=False)}
         super()._apply(fn, recurse)
         for name, p in self.named_parameters(recurse=False):
@@ -114,76 +134,103 @@ class GroupedTopKRouter(nn.Module):
         return self
 
     def extra_repr(self) -> str:
-        return (f"num_experts={self.num_experts}, top_k={self.top_k}, {self.scoring_func}, {self.topk_method}, "
-                f"groups={self.topk_group}/{self.n_group}, norm={self.norm_topk_prob}, scale={self.routed_scaling_factor}")
+        return (f"num_experts={self.num_experts}, top_k={self.top_k}, {self.scoring_func}, "
+                f"{self.topk_method}, "
+                f"groups={self.topk_group}/{self.n_group}, norm={self.norm_topk_prob}, "
+                f"scale={self.routed_scaling_factor}")
 
 # %% ../../nbs/30_moe.ipynb #c48ee8e6
 def expert_packed_mapping(num_experts: int) -> dict[str, list[str]]:
-    "The `packed_modules_mapping` entry that loads per-expert checkpoint tensors into stacked weights."
+    """The `packed_modules_mapping` entry that loads per-expert checkpoint tensors into stacked
+    weights."""
     return {"stacked": [str(e) for e in range(num_experts)]}
 
 # %% ../../nbs/30_moe.ipynb #f71d71b7
 class ExpertLinear(nn.Module):
-    "One projection of all experts, stacked [E, out, in]; loads expert e's [out, in] checkpoint tensor into row e."
+    """One projection of all experts, stacked [E, out, in]; loads expert e's [out, in] checkpoint
+    tensor into row e."""
 
-    def __init__(self, num_experts: int, in_features: int, out_features: int, tp_dim: int, tp_rank: int = 0,
+    def __init__(self, num_experts: int, in_features: int, out_features: int, tp_dim: int,
+                 tp_rank: int = 0,
                  tp_size: int = 1):
         super().__init__()
         if tp_dim not in (0, 1):
             raise ValueError(f"tp_dim must be 0 (split outputs) or 1 (split inputs), got {tp_dim}")
         shape = [out_features, in_features]
-        shape[tp_dim] = divide(shape[tp_dim], tp_size, "out_features" if tp_dim == 0 else "in_features")
-        self.num_experts, self.tp_dim, self.tp_rank, self.tp_size = num_experts, tp_dim, tp_rank, tp_size
+        shape[tp_dim] = divide(shape[tp_dim], tp_size, "out_features" if tp_dim == 0
+                               else "in_features")
+        self.num_experts, self.tp_dim, self.tp_rank, self.tp_size = (num_experts, tp_dim, tp_rank,
+                                                                     tp_size)
         self.weight = nn.Parameter(torch.empty(num_experts, *shape), requires_grad=False)
         self.weight.weight_loader = self.weight_loader
 
-    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, expert_id: int | None = None) -> None:
-        "Copy expert `expert_id`'s full tensor [out, in] (this rank's slice), or the whole stack if None."
+    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, expert_id: int
+                      | None = None) -> None:
+        """Copy expert `expert_id`'s full tensor [out, in] (this rank's slice), or the whole stack
+        if None."""
         if expert_id is None:
             return load_shard(param, loaded_weight, self.tp_dim + 1, self.tp_rank, self.tp_size)
         if not 0 <= expert_id < self.num_experts:
-            raise ValueError(f"expert id {expert_id} is out of range for {self.num_experts} experts")
+            raise ValueError(
+                f"expert id {expert_id} is out of range for {self.num_experts} experts"
+            )
         load_shard(param[expert_id], loaded_weight, self.tp_dim, self.tp_rank, self.tp_size)
 
     def extra_repr(self) -> str:
-        return f"experts={self.num_experts}, shape={tuple(self.weight.shape[1:])}, tp={self.tp_rank}/{self.tp_size}"
+        return (f"experts={self.num_experts}, shape={tuple(self.weight.shape[1:])}, "
+                f"tp={self.tp_rank}/{self.tp_size}")
 
 # %% ../../nbs/30_moe.ipynb #303f8eb6
 class Experts(nn.Module):
-    "E SwiGLU experts in stacked weights; pairs sorted by expert, one matmul pair per active expert [jiang2024mixtral]."
+    """E SwiGLU experts in stacked weights; pairs sorted by expert, one matmul pair per active
+    expert [jiang2024mixtral]."""
 
-    def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int, hidden_act: str = "silu",
-                 proj_names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"), tp_rank: int = 0,
+    def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int,
+                 hidden_act: str = "silu",
+                 proj_names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+                 tp_rank: int = 0,
                  tp_size: int = 1):
         super().__init__()
         self.num_experts, self.proj_names, self.tp_size = num_experts, tuple(proj_names), tp_size
         gate, up, down = self.proj_names
         tp = dict(tp_rank=tp_rank, tp_size=tp_size)
-        self.stacked = nn.ModuleDict({gate: ExpertLinear(num_experts, hidden_size, intermediate_size, 0, **tp),
-                                      up: ExpertLinear(num_experts, hidden_size, intermediate_size, 0, **tp),
-                                      down: ExpertLinear(num_experts, intermediate_size, hidden_size, 1, **tp)})
+        self.stacked = nn.ModuleDict({gate: ExpertLinear(num_experts, hidden_size,
+                                                         intermediate_size, 0, **tp),
+                                      up: ExpertLinear(num_experts, hidden_size, intermediate_size,
+                                                       0, **tp),
+                                      down: ExpertLinear(num_experts, intermediate_size,
+                                                         hidden_size, 1, **tp)})
         self.act_fn = get_act_fn(hidden_act)
 
-    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
-        "hidden [T, d], topk_weights/ids [T, K] -> sum_k w_k E_{id_k}(h) [T, d] (this rank's partial sum under TP)."
+    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor,
+                topk_ids: torch.Tensor) -> torch.Tensor:
+        """hidden [T, d], topk_weights/ids [T, K] -> sum_k w_k E_{id_k}(h) [T, d] (this rank's
+        partial sum under TP)."""
         T, K = topk_ids.shape
         if hidden.shape[0] != T or topk_weights.shape != topk_ids.shape:
-            raise ValueError(f"hidden {tuple(hidden.shape)}, topk_weights {tuple(topk_weights.shape)} and "
-                             f"topk_ids {tuple(topk_ids.shape)} do not describe the same {T} tokens")
+            raise ValueError(
+                f"hidden {tuple(hidden.shape)}, topk_weights "
+                f"{tuple(topk_weights.shape)} and "
+                f"topk_ids {tuple(topk_ids.shape)} do not describe the same {T} tokens"
+            )
         w_gate, w_up, w_down = (self.stacked[name].weight for name in self.proj_names)
-        flat_ids = topk_ids.t().reshape(-1)                                      # [K*T], pair k*T + t
+        # [K*T], pair k*T + t
+        flat_ids = topk_ids.t().reshape(-1)
         counts = torch.bincount(flat_ids, minlength=self.num_experts).tolist()   # pairs per expert
         if len(counts) > self.num_experts or (T and flat_ids.min() < 0):
-            raise ValueError(f"expert ids must be in [0, {self.num_experts}), got {flat_ids.min()}..{flat_ids.max()}")
-        order = torch.argsort(flat_ids, stable=True)                             # [K*T], grouped by expert
-        token_ids = order % T                                                    # [K*T]
+            raise ValueError(f"expert ids must be in [0, {self.num_experts}), got "
+                             f"{flat_ids.min()}..{flat_ids.max()}")
+        order = torch.argsort(flat_ids, stable=True)                      # [K*T], grouped by expert
+        token_ids = order % T                                             # [K*T]
         x, gates = hidden[token_ids], topk_weights.t().reshape(-1)[order]       # [K*T, d], [K*T]
         out, start = torch.zeros_like(hidden), 0
         for e, n in enumerate(counts):
             if n:
                 rows = slice(start, start + n)                                   # expert e's pairs
-                y = F.linear(self.act_fn(F.linear(x[rows], w_gate[e])) * F.linear(x[rows], w_up[e]), w_down[e])
-                out[token_ids[rows]] += (y * gates[rows, None]).to(out.dtype)   # tokens are distinct per expert
+                y = F.linear(self.act_fn(F.linear(x[rows], w_gate[e])) * F.linear(x[rows], w_up[e]),
+                             w_down[e])
+                # tokens are distinct per expert
+                out[token_ids[rows]] += (y * gates[rows, None]).to(out.dtype)
             start += n
         return out
 
@@ -212,24 +259,31 @@ class SparseMoeBlock(nn.Module):
 # %% ../../nbs/30_moe.ipynb #d8e972b1
 _MOE_DEFAULTS = {  # transformers' config defaults for the MoE keys a config.json may omit
     "mixtral": dict(num_local_experts=8, num_experts_per_tok=2),
-    "deepseek_v2": dict(n_routed_experts=64, num_experts_per_tok=None, moe_intermediate_size=1407, n_shared_experts=2,
-                        scoring_func="softmax", topk_method="greedy", n_group=1, topk_group=1, norm_topk_prob=False,
+    "deepseek_v2": dict(n_routed_experts=64, num_experts_per_tok=None, moe_intermediate_size=1407,
+                        n_shared_experts=2,
+                        scoring_func="softmax", topk_method="greedy", n_group=1, topk_group=1,
+                        norm_topk_prob=False,
                         routed_scaling_factor=1.0),
-    "deepseek_v3": dict(n_routed_experts=256, num_experts_per_tok=8, moe_intermediate_size=2048, n_shared_experts=1,
-                        scoring_func="sigmoid", topk_method="noaux_tc", n_group=8, topk_group=4, norm_topk_prob=True,
+    "deepseek_v3": dict(n_routed_experts=256, num_experts_per_tok=8, moe_intermediate_size=2048,
+                        n_shared_experts=1,
+                        scoring_func="sigmoid", topk_method="noaux_tc", n_group=8, topk_group=4,
+                        norm_topk_prob=True,
                         routed_scaling_factor=2.5),
 }
 _MOE_DEFAULTS["kimi_k2"] = _MOE_DEFAULTS["deepseek_v3"]
-_MOE_DEFAULTS["deepseek_v32"] = _MOE_DEFAULTS["deepseek_v3"]                 # V3's router (chapter 34)
+_MOE_DEFAULTS["deepseek_v32"] = _MOE_DEFAULTS["deepseek_v3"]              # V3's router (chapter 34)
 _MOE_DEFAULTS["glm_moe_dsa"] = {**_MOE_DEFAULTS["deepseek_v3"], "n_group": 1, "topk_group": 1}
 
 
 def build_moe_block(config: ModelConfig, tp_rank: int = 0, tp_size: int = 1,
                     tp_group: TensorParallelGroup | None = None) -> SparseMoeBlock:
-    "The MoE block of a Mixtral or DeepSeek (V2, V3, Kimi-K2) config, with the checkpoint's module names."
+    """The MoE block of a Mixtral or DeepSeek (V2, V3, Kimi-K2) config, with the checkpoint's module
+    names."""
     if config.model_type not in _MOE_DEFAULTS:
-        raise ValueError(f"no MoE block for model_type {config.model_type!r}; supported: {', '.join(_MOE_DEFAULTS)}")
-    c = {**_MOE_DEFAULTS[config.model_type], **{k: v for k, v in config.raw.items() if v is not None}}
+        raise ValueError(f"no MoE block for model_type {config.model_type!r}; supported: "
+                         f"{', '.join(_MOE_DEFAULTS)}")
+    c = {**_MOE_DEFAULTS[config.model_type],
+         **{k: v for k, v in config.raw.items() if v is not None}}
     d, act, tp = config.hidden_size, config.hidden_act, dict(tp_rank=tp_rank, tp_size=tp_size)
     if config.model_type == "mixtral":
         E, K = c["num_local_experts"], c["num_experts_per_tok"]
@@ -238,18 +292,22 @@ def build_moe_block(config: ModelConfig, tp_rank: int = 0, tp_size: int = 1,
     E, K, I = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"]
     if K is None:
         raise ValueError(f"a {config.model_type} MoE config needs num_experts_per_tok")
-    gate = GroupedTopKRouter(d, E, K, c["scoring_func"], c["topk_method"], c["n_group"], c["topk_group"],
+    gate = GroupedTopKRouter(d, E, K, c["scoring_func"], c["topk_method"], c["n_group"],
+                             c["topk_group"],
                              bool(c["norm_topk_prob"]), c["routed_scaling_factor"])
-    shared = MLP(d, I * c["n_shared_experts"], act, tp_group=tp_group, **tp) if c["n_shared_experts"] else None
+    shared = (MLP(d, I * c["n_shared_experts"], act, tp_group=tp_group, **tp)
+              if c["n_shared_experts"] else None)
     return SparseMoeBlock(gate, Experts(E, d, I, act, **tp), shared, tp_group)
 
 # %% ../../nbs/30_moe.ipynb #85f00f64
 def is_moe_layer(config: ModelConfig, layer_idx: int) -> bool:
-    "Whether decoder layer `layer_idx` has an MoE block (DeepSeek: `first_k_dense_replace`, `moe_layer_freq`)."
+    """Whether decoder layer `layer_idx` has an MoE block (DeepSeek: `first_k_dense_replace`,
+    `moe_layer_freq`)."""
     raw = config.raw
     if config.model_type == "mixtral":
         return True
-    if raw.get("mlp_layer_types"):                          # V3.2, GLM-5: one "dense"/"sparse" per layer
+    if raw.get("mlp_layer_types"):                     # V3.2, GLM-5: one "dense"/"sparse" per layer
         return raw["mlp_layer_types"][layer_idx] == "sparse"
-    return (raw.get("n_routed_experts") is not None and layer_idx >= (raw.get("first_k_dense_replace") or 0)
+    return (raw.get("n_routed_experts") is not None
+            and layer_idx >= (raw.get("first_k_dense_replace") or 0)
             and layer_idx % (raw.get("moe_layer_freq") or 1) == 0)

@@ -28,22 +28,26 @@ _LAYER_INDEX = re.compile(r"model\.layers\.(\d+)\.")
 
 def skip_mtp_weights(weights: Iterable[tuple[str, torch.Tensor]], num_hidden_layers: int,
                      num_mtp_layers: int) -> Iterator[tuple[str, torch.Tensor]]:
-    "The checkpoint's (name, tensor) pairs without the MTP layers, with a log note [deepseekai2024v3, Sec. 2.2]."
+    """The checkpoint's (name, tensor) pairs without the MTP layers, with a log note
+    [deepseekai2024v3, Sec. 2.2]."""
     skipped = 0
     for name, tensor in weights:
         m = _LAYER_INDEX.match(name)
-        if m is not None and num_hidden_layers <= int(m.group(1)) < num_hidden_layers + num_mtp_layers:
+        if (m is not None and num_hidden_layers <= int(m.group(1)) < num_hidden_layers
+            + num_mtp_layers):
             skipped += 1
             continue
         yield name, tensor
     if skipped:
-        _logger.info("skipped %d multi-token-prediction tensors (model.layers.%d.*): MTP is not implemented",
+        _logger.info("skipped %d multi-token-prediction tensors (model.layers.%d.*): MTP is not "
+                     "implemented",
                      skipped, num_hidden_layers)
 
 # %% ../../nbs/32_deepseek.ipynb #68aa3555
 @register_model("DeepseekV2ForCausalLM")
 class DeepseekV2ForCausalLM(CausalLM):
-    "DeepSeek-V2/V3, Kimi-K2: MLA and dense or DeepSeekMoE FFNs on the skeleton (Eq. 20) [deepseekai2024v2]."
+    """DeepSeek-V2/V3, Kimi-K2: MLA and dense or DeepSeekMoE FFNs on the skeleton (Eq. 20)
+    [deepseekai2024v2]."""
 
     supports_cuda_graphs = False
 
@@ -60,15 +64,19 @@ class DeepseekV2ForCausalLM(CausalLM):
         attn = mla_from_config(config.raw, config.rope_parameters, rope, **tp)
         if is_moe_layer(config, layer_idx):
             return DecoderLayer(config, attn, build_moe_block(config, **tp))
-        mlp = MLP(config.hidden_size, config.intermediate_size, config.hidden_act, bias=config.mlp_bias, **tp)
+        mlp = MLP(config.hidden_size, config.intermediate_size, config.hidden_act,
+                  bias=config.mlp_bias, **tp)
         return DecoderLayer(config, attn, mlp)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        "Copy checkpoint tensors into the parameters of the same name, multi-token-prediction layers skipped."
+        """Copy checkpoint tensors into the parameters of the same name, multi-token-prediction
+        layers skipped."""
         num_mtp = self.config.raw.get("num_nextn_predict_layers") or 0
-        return load_named_weights(self, skip_mtp_weights(weights, self.config.num_hidden_layers, num_mtp))
+        return load_named_weights(self,
+                                  skip_mtp_weights(weights, self.config.num_hidden_layers, num_mtp))
 
 # %% ../../nbs/32_deepseek.ipynb #54140bf4
 @register_model("DeepseekV3ForCausalLM")
 class DeepseekV3ForCausalLM(DeepseekV2ForCausalLM):
-    "DeepSeek-V3 and Kimi-K2: the V2 decoder; routing, selection bias and rope layout from the config [deepseekai2024v3]."
+    """DeepSeek-V3 and Kimi-K2: the V2 decoder; routing, selection bias and rope layout from the
+    config [deepseekai2024v3]."""

@@ -26,7 +26,8 @@ _logger = logging.getLogger(__name__)
 
 # %% ../../nbs/37_deepseek_v4.ipynb #e690ab37
 class V4MLP(nn.Module):
-    "SwiGLU with gate clamped above and up clamped both sides at swiglu_limit [deepseekai2026v4, Sec. 2.1]."
+    """SwiGLU with gate clamped above and up clamped both sides at swiglu_limit [deepseekai2026v4,
+    Sec. 2.1]."""
 
     def __init__(self, hidden_size: int, intermediate_size: int, limit: float):
         super().__init__()
@@ -41,45 +42,55 @@ class V4MLP(nn.Module):
 
 # %% ../../nbs/37_deepseek_v4.ipynb #a727be7a
 class V4Router(nn.Module):
-    "sqrt-softplus scores; top-k of score + bias, or the token's row of tid2eid (hash routing) [deepseekai2026v4]."
+    """sqrt-softplus scores; top-k of score + bias, or the token's row of tid2eid (hash routing)
+    [deepseekai2026v4]."""
 
-    def __init__(self, hidden_size: int, num_experts: int, top_k: int, scaling: float, is_hash: bool, vocab: int):
+    def __init__(self, hidden_size: int, num_experts: int, top_k: int, scaling: float,
+                 is_hash: bool, vocab: int):
         super().__init__()
         self.top_k, self.scaling, self.is_hash = top_k, scaling, is_hash
         self.weight = nn.Parameter(torch.empty(num_experts, hidden_size))
         if is_hash:
             self.register_buffer("tid2eid", torch.zeros(vocab, top_k, dtype=torch.long))
         else:
-            self.register_buffer("e_score_correction_bias", torch.zeros(num_experts, dtype=torch.float32))
+            self.register_buffer("e_score_correction_bias",
+                                 torch.zeros(num_experts, dtype=torch.float32))
 
-    def forward(self, hidden: torch.Tensor, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, hidden: torch.Tensor,
+                input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         "hidden [T, d] -> weights [T, k], expert ids [T, k]."
-        scores = F.softplus(F.linear(hidden, self.weight)).sqrt()                            # [T, E]
+        scores = F.softplus(F.linear(hidden, self.weight)).sqrt()                           # [T, E]
         if self.is_hash:
             ids = self.tid2eid[input_ids].long()
         else:
-            ids = torch.topk(scores + self.e_score_correction_bias, self.top_k, dim=-1, sorted=False).indices
+            ids = (torch.topk(scores + self.e_score_correction_bias, self.top_k, dim=-1,
+                              sorted=False).indices)
         w = scores.gather(1, ids)
         return w / (w.sum(dim=-1, keepdim=True) + 1e-20) * self.scaling, ids
 
 # %% ../../nbs/37_deepseek_v4.ipynb #b25345d3
 class V4Experts(nn.Module):
-    "E clamped-SwiGLU experts in transformers' packed layout gate_up_proj [E, 2I, d], down_proj [E, d, I]."
+    """E clamped-SwiGLU experts in transformers' packed layout gate_up_proj [E, 2I, d], down_proj
+    [E, d, I]."""
 
     def __init__(self, num_experts: int, hidden_size: int, intermediate_size: int, limit: float):
         super().__init__()
         self.num_experts, self.limit = num_experts, limit
-        self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * intermediate_size, hidden_size))
+        self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * intermediate_size,
+                                                     hidden_size))
         self.down_proj = nn.Parameter(torch.empty(num_experts, hidden_size, intermediate_size))
 
-    def forward(self, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, ids: torch.Tensor,
+                weights: torch.Tensor) -> torch.Tensor:
         out = torch.zeros_like(hidden)
-        mask = F.one_hot(ids, num_classes=self.num_experts).permute(2, 1, 0)                  # [E, k, T]
+        mask = F.one_hot(ids, num_classes=self.num_experts).permute(2, 1, 0)             # [E, k, T]
         for e in (mask.sum(dim=(-1, -2)) > 0).nonzero().flatten().tolist():
             slot, tok = torch.where(mask[e])
             gate, up = F.linear(hidden[tok], self.gate_up_proj[e]).chunk(2, dim=-1)
             y = F.silu(gate.clamp(max=self.limit)) * up.clamp(min=-self.limit, max=self.limit)
-            out.index_add_(0, tok, (F.linear(y, self.down_proj[e]) * weights[tok, slot, None]).to(out.dtype))
+            out.index_add_(0, tok,
+                           (F.linear(y, self.down_proj[e])
+                            * weights[tok, slot, None]).to(out.dtype))
         return out
 
 
@@ -89,7 +100,8 @@ class V4MoE(nn.Module):
     def __init__(self, c: dict, layer_idx: int):
         super().__init__()
         d, I, lim = c["hidden_size"], c["moe_intermediate_size"], c["swiglu_limit"]
-        self.gate = V4Router(d, c["n_routed_experts"], c["num_experts_per_tok"], c["routed_scaling_factor"],
+        self.gate = V4Router(d, c["n_routed_experts"], c["num_experts_per_tok"],
+                             c["routed_scaling_factor"],
                              c["mlp_layer_types"][layer_idx] == "hash_moe", c["vocab_size"])
         self.experts = V4Experts(c["n_routed_experts"], d, I, lim)
         self.shared_experts = V4MLP(d, I * c["n_shared_experts"], lim)
@@ -107,14 +119,17 @@ class V4DecoderLayer(nn.Module):
         d, eps = c["hidden_size"], c["rms_norm_eps"]
         hc = (d, c["hc_mult"], c["hc_sinkhorn_iters"], c["hc_eps"], eps)
         self.self_attn, self.mlp = V4Attention(c, layer_idx, rotary), V4MoE(c, layer_idx)
-        self.input_layernorm, self.post_attention_layernorm = RMSNorm(d, eps=eps), RMSNorm(d, eps=eps)
+        self.input_layernorm, self.post_attention_layernorm = (RMSNorm(d, eps=eps),
+                                                               RMSNorm(d, eps=eps))
         self.attn_hc, self.ffn_hc = HyperConnection(*hc), HyperConnection(*hc)
 
     def forward(self, positions, streams, input_ids, md: AttentionMetadata) -> torch.Tensor:
         post, comb, x = self.attn_hc(streams)
-        streams = HyperConnection.mix(streams, post, comb, self.self_attn(positions, self.input_layernorm(x), md))
+        streams = HyperConnection.mix(streams, post, comb,
+                                      self.self_attn(positions, self.input_layernorm(x), md))
         post, comb, x = self.ffn_hc(streams)
-        return HyperConnection.mix(streams, post, comb, self.mlp(self.post_attention_layernorm(x), input_ids))
+        return HyperConnection.mix(streams, post, comb,
+                                   self.mlp(self.post_attention_layernorm(x), input_ids))
 
 
 class V4Model(nn.Module):
@@ -130,8 +145,8 @@ class V4Model(nn.Module):
         self.norm = RMSNorm(c["hidden_size"], eps=c["rms_norm_eps"])
 
     def forward(self, input_ids, positions, md: AttentionMetadata) -> torch.Tensor:
-        embeds = self.embed_tokens(input_ids)                                                 # [T, d]
-        streams = embeds.unsqueeze(1).expand(-1, self.hc_mult, -1).contiguous()               # [T, n, d]
+        embeds = self.embed_tokens(input_ids)                                            # [T, d]
+        streams = embeds.unsqueeze(1).expand(-1, self.hc_mult, -1).contiguous()          # [T, n, d]
         for layer in self.layers:
             streams = layer(positions, streams, input_ids, md)
         return self.norm(self.hc_head(streams))
@@ -142,13 +157,15 @@ class DeepseekV4ForCausalLM(CausalLM):
     "DeepSeek-V4 (Flash, Pro) on the causal-LM skeleton; MTP layers are not run [deepseekai2026v4]."
 
     model_class = V4Model
-    supports_cuda_graphs = False                   # the MoE and the per-sequence attention read sizes on the host
+    supports_cuda_graphs = False     # the MoE and the per-sequence attention read sizes on the host
 
     def make_rope(self, config: ModelConfig) -> dict:
         c = deepseek_v4_config(config.raw)
         if c.get("num_nextn_predict_layers"):
-            _logger.info("DeepSeek-V4: %d multi-token-prediction layer(s) are not run", c["num_nextn_predict_layers"])
-        return {k: V4Rotary(c["qk_rope_head_dim"], c["rope_parameters"][k]) for k in ("main", "compress")}
+            _logger.info("DeepSeek-V4: %d multi-token-prediction layer(s) are not run",
+                         c["num_nextn_predict_layers"])
+        return {k: V4Rotary(c["qk_rope_head_dim"], c["rope_parameters"][k])
+                for k in ("main", "compress")}
 
     def make_layer(self, config: ModelConfig, layer_idx: int, rope, tp: dict) -> nn.Module:
         return V4DecoderLayer(deepseek_v4_config(config.raw), layer_idx, rope)
@@ -157,23 +174,33 @@ class DeepseekV4ForCausalLM(CausalLM):
         return self.model(input_ids, positions, md)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        "DeepSeek's checkpoint names renamed as transformers does; MTP layers skipped with a log line."
+        """DeepSeek's checkpoint names renamed as transformers does; MTP layers skipped with a log
+        line."""
         c = deepseek_v4_config(self.config.raw)
         return _load_v4_weights(self, skip_mtp_weights(
-            ((v4_checkpoint_name(n), t) for n, t in weights), c["num_hidden_layers"], c["num_nextn_predict_layers"]))
+            ((v4_checkpoint_name(n), t) for n, t in weights), c["num_hidden_layers"],
+            c["num_nextn_predict_layers"]))
 
 # %% ../../nbs/37_deepseek_v4.ipynb #6f61c51a
-_V4_RENAMES = [(r"^head\.weight", "lm_head.weight"), (r"^embed\.weight", "model.embed_tokens.weight"),
-               (r"^hc_head_(fn|base|scale)", r"model.hc_head.hc_\1"), (r"^(layers|norm)\.", r"model.\1."),
+_V4_RENAMES = [(r"^head\.weight", "lm_head.weight"),
+               (r"^embed\.weight", "model.embed_tokens.weight"),
+               (r"^hc_head_(fn|base|scale)", r"model.hc_head.hc_\1"),
+               (r"^(layers|norm)\.", r"model.\1."),
                (r"\.attn\.indexer\.compressor\.", ".self_attn.compressor.indexer."),
-               (r"\.attn\.indexer\.weights_proj\.", ".self_attn.compressor.indexer.scorer.weights_proj."),
+               (r"\.attn\.indexer\.weights_proj\.",
+                ".self_attn.compressor.indexer.scorer.weights_proj."),
                (r"\.attn\.indexer\.wq_b\.", ".self_attn.compressor.indexer.q_b_proj."),
-               (r"\.attn\.", ".self_attn."), (r"\.ffn\.", ".mlp."), (r"\.attn_norm\.", ".input_layernorm."),
+               (r"\.attn\.", ".self_attn."), (r"\.ffn\.", ".mlp."),
+               (r"\.attn_norm\.", ".input_layernorm."),
                (r"\.ffn_norm\.", ".post_attention_layernorm."), (r"\.hc_attn_", ".attn_hc."),
-               (r"\.hc_ffn_", ".ffn_hc."), (r"\.attn_sink", ".sinks"), (r"(layers\.\d+\..*)\.norm\.", r"\1.kv_norm."),
-               (r"\.ape$", ".position_bias"), (r"\.wq_a\.", ".q_a_proj."), (r"\.wq_b\.", ".q_b_proj."),
-               (r"\.wkv\.", ".kv_proj."), (r"\.wgate\.", ".gate_proj."), (r"\.wo_a\.", ".o_a_proj."),
-               (r"\.wo_b\.", ".o_b_proj."), (r"\.q_norm\.", ".q_a_norm."), (r"\.gate\.bias$", ".gate.e_score_correction_bias"),
+               (r"\.hc_ffn_", ".ffn_hc."), (r"\.attn_sink", ".sinks"),
+               (r"(layers\.\d+\..*)\.norm\.", r"\1.kv_norm."),
+               (r"\.ape$", ".position_bias"), (r"\.wq_a\.", ".q_a_proj."),
+               (r"\.wq_b\.", ".q_b_proj."),
+               (r"\.wkv\.", ".kv_proj."), (r"\.wgate\.", ".gate_proj."),
+               (r"\.wo_a\.", ".o_a_proj."),
+               (r"\.wo_b\.", ".o_b_proj."), (r"\.q_norm\.", ".q_a_norm."),
+               (r"\.gate\.bias$", ".gate.e_score_correction_bias"),
                (r"\.shared_experts\.w1\.", ".shared_experts.gate_proj."),
                (r"\.shared_experts\.w2\.", ".shared_experts.down_proj."),
                (r"\.shared_experts\.w3\.", ".shared_experts.up_proj.")]
@@ -181,7 +208,8 @@ _EXPERT = re.compile(r"(.*\.mlp\.experts)\.(\d+)\.w([123])\.weight$")
 
 
 def v4_checkpoint_name(name: str) -> str:
-    "Our (transformers') name of a DeepSeek-V4 checkpoint tensor: the renames transformers applies on load."
+    """Our (transformers') name of a DeepSeek-V4 checkpoint tensor: the renames transformers applies
+    on load."""
     for pattern, repl in _V4_RENAMES:
         name = re.sub(pattern, repl, name)
     return name
@@ -189,7 +217,8 @@ def v4_checkpoint_name(name: str) -> str:
 # %% ../../nbs/37_deepseek_v4.ipynb #cb015edb
 @torch.no_grad()
 def _load_v4_weights(model: nn.Module, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-    "Copy renamed checkpoint tensors into parameters and buffers; per-expert w1/w3/w2 into the stacked tensors."
+    """Copy renamed checkpoint tensors into parameters and buffers; per-expert w1/w3/w2 into the
+    stacked tensors."""
     targets = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     targets = {k: v for k, v in targets.items() if not k.endswith("inv_freq")}
     loaded, unexpected, experts = set(), [], {}
@@ -213,6 +242,7 @@ def _load_v4_weights(model: nn.Module, weights: Iterable[tuple[str, torch.Tensor
         loaded |= {f"{prefix}.gate_up_proj", f"{prefix}.down_proj"}
     missing = sorted(set(targets) - loaded)
     if missing or unexpected:
-        raise ValueError(f"DeepSeek-V4 checkpoint does not match the model: {len(missing)} missing {missing[:4]}, "
+        raise ValueError(f"DeepSeek-V4 checkpoint does not match the model: {len(missing)} missing "
+                         f"{missing[:4]}, "
                          f"{len(unexpected)} unexpected {unexpected[:4]}")
     return loaded

@@ -24,7 +24,8 @@ from ..weights import load_weights as load_named_weights
 
 # %% ../../nbs/34a_dsa_models.ipynb #a8fe6267
 class IndexerLayoutError(ValueError):
-    "A checkpoint's indexer weights disagree with the config's `indexer_types` (the message names the layer)."
+    """A checkpoint's indexer weights disagree with the config's `indexer_types` (the message names
+    the layer)."""
 
 
 _INDEXER_WEIGHT = re.compile(r"model\.layers\.(\d+)\.self_attn\.indexer\.")
@@ -32,23 +33,27 @@ _INDEXER_WEIGHT = re.compile(r"model\.layers\.(\d+)\.self_attn\.indexer\.")
 
 def check_indexer_weights(weights: Iterable[tuple[str, torch.Tensor]], indexer_types: list[str],
                           seen: set[int]) -> Iterator[tuple[str, torch.Tensor]]:
-    "The (name, tensor) pairs; indexer weights of a layer the config calls `shared` raise, full layers seen are noted."
+    """The (name, tensor) pairs; indexer weights of a layer the config calls `shared` raise, full
+    layers seen are noted."""
     for name, tensor in weights:
         m = _INDEXER_WEIGHT.match(name)
         if m is not None and int(m.group(1)) < len(indexer_types):
             i = int(m.group(1))
             if indexer_types[i] == "shared":
-                raise IndexerLayoutError(f"layer {i} is 'shared' in the config's indexer_types (it reuses an earlier "
-                                         f"layer's top-k and has no indexer), but the checkpoint has {name}")
+                raise IndexerLayoutError(f"layer {i} is 'shared' in the config's indexer_types (it "
+                                         "reuses an earlier "
+                                         "layer's top-k and has no indexer), but the checkpoint "
+                                         f"has {name}")
             seen.add(i)
         yield name, tensor
 
 # %% ../../nbs/34a_dsa_models.ipynb #d601412f
 @register_model("DeepseekV32ForCausalLM")
 class DeepseekV32ForCausalLM(DeepseekV2ForCausalLM):
-    "DeepSeek-V3.2: the V3 decoder with DSA in every layer; the indexer's rotary half-split [deepseekai2025v32]."
+    """DeepSeek-V3.2: the V3 decoder with DSA in every layer; the indexer's rotary half-split
+    [deepseekai2025v32]."""
 
-    indexer_rope_style = "neox"                 # transformers: rotate_half in the indexer, interleaved in MLA
+    indexer_rope_style = "neox"       # transformers: rotate_half in the indexer, interleaved in MLA
     dsa_defaults = dict(index_topk=2048, index_head_dim=128, index_n_heads=64)
 
     def indexer_types(self, config: ModelConfig) -> list[str]:
@@ -57,23 +62,28 @@ class DeepseekV32ForCausalLM(DeepseekV2ForCausalLM):
 
     def make_rope(self, config: ModelConfig):
         "MLA's interleaved rotary and the indexer's (the same tables), each shared by all layers."
-        args = (config.raw["qk_rope_head_dim"], config.rope_parameters, config.max_position_embeddings)
+        args = (config.raw["qk_rope_head_dim"], config.rope_parameters,
+                config.max_position_embeddings)
         mla = MLARotaryEmbedding(*args, "interleave")
         same = self.indexer_rope_style == "interleave"
         return mla, mla if same else MLARotaryEmbedding(*args, self.indexer_rope_style)
 
     def make_layer(self, config: ModelConfig, layer_idx: int, rope, tp: dict) -> nn.Module:
         raw = {**self.dsa_defaults, **config.raw}
-        attn = sparse_mla_from_config(raw, config.rope_parameters, layer_idx, self.indexer_types(config), *rope, **tp)
+        attn = sparse_mla_from_config(raw, config.rope_parameters, layer_idx,
+                                      self.indexer_types(config), *rope, **tp)
         if is_moe_layer(config, layer_idx):
             return DecoderLayer(config, attn, build_moe_block(config, **tp))
-        return DecoderLayer(config, attn, MLP(config.hidden_size, config.intermediate_size, config.hidden_act,
+        return DecoderLayer(config, attn,
+                            MLP(config.hidden_size, config.intermediate_size, config.hidden_act,
                                               bias=config.mlp_bias, **tp))
 
 # %% ../../nbs/34a_dsa_models.ipynb #9db0de09
 @patch
-def load_weights(self: DeepseekV32ForCausalLM, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-    "Copy checkpoint tensors by name (MTP skipped); indexer weights must sit exactly on the `full` layers."
+def load_weights(self: DeepseekV32ForCausalLM,
+                 weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+    """Copy checkpoint tensors by name (MTP skipped); indexer weights must sit exactly on the `full`
+    layers."""
     types, seen, L = self.indexer_types(self.config), set(), self.config.num_hidden_layers
     num_mtp = self.config.raw.get("num_nextn_predict_layers") or 0
     checked = check_indexer_weights(skip_mtp_weights(weights, L, num_mtp), types, seen)
@@ -84,14 +94,18 @@ def load_weights(self: DeepseekV32ForCausalLM, weights: Iterable[tuple[str, torc
     except ValueError as e:
         absent = [i for i, t in enumerate(types) if t == "full" and i not in seen]
         if absent:
-            raise IndexerLayoutError(f"layer {absent[0]} is 'full' in the config's indexer_types, but the checkpoint "
-                                     f"has no model.layers.{absent[0]}.self_attn.indexer.* weights") from e
+            raise IndexerLayoutError(
+                f"layer {absent[0]} is 'full' in the config's indexer_types, "
+                "but the checkpoint "
+                f"has no model.layers.{absent[0]}.self_attn.indexer.* weights"
+            ) from e
         raise
 
 # %% ../../nbs/34a_dsa_models.ipynb #e73656b7
 @register_model("GlmMoeDsaForCausalLM")
 class GlmMoeDsaForCausalLM(DeepseekV32ForCausalLM):
-    "GLM-5: V3.2's decoder, interleaved indexer rotary, IndexShare's full/shared layers [bai2026indexcache]."
+    """GLM-5: V3.2's decoder, interleaved indexer rotary, IndexShare's full/shared layers
+    [bai2026indexcache]."""
 
     indexer_rope_style = "interleave"
     dsa_defaults = dict(index_topk=2048, index_head_dim=128, index_n_heads=32)

@@ -16,7 +16,13 @@ from ..config import ModelConfig
 from ..layers.attention import (Attention, AttentionMetadata, causal_mask, gather_paged,
                                          repeat_kv)
 from ..layers.basic import MLP, RMSNorm, get_rope
-from .llama import CausalLM, DecoderLayer, DecoderModel, LlamaAttention, register_model
+from mini_infer.models.llama import (
+    CausalLM,
+    DecoderLayer,
+    DecoderModel,
+    LlamaAttention,
+    register_model,
+)
 from ..weights import load_weights
 
 logger = logging.getLogger(__name__)
@@ -27,11 +33,11 @@ class GemmaRMSNorm(RMSNorm):
 
     def __init__(self, hidden_size: int, eps: float = 1e-6):
         super().__init__(hidden_size, eps)
-        nn.init.zeros_(self.weight)                            # (1 + 0) = identity, as transformers initialises
+        nn.init.zeros_(self.weight)                # (1 + 0) = identity, as transformers initialises
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         if residual is not None:
-            x = residual + x                                   # the decoder's residual add, in the model dtype
+            x = residual + x                        # the decoder's residual add, in the model dtype
             residual = x
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
@@ -39,9 +45,11 @@ class GemmaRMSNorm(RMSNorm):
         return out if residual is None else (out, residual)
 
 # %% ../../nbs/38_gemma.ipynb #e7621d08
-def softcap_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, md: AttentionMetadata,
+def softcap_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                      md: AttentionMetadata,
                       scale: float, sliding_window: int | None, softcap: float) -> torch.Tensor:
-    "Chapter 11's reference attention with tanh soft-capped scores (Eq. G2) [gemmateam2024gemma2, Sec. 2]."
+    """Chapter 11's reference attention with tanh soft-capped scores (Eq. G2) [gemmateam2024gemma2,
+    Sec. 2]."""
     out = torch.empty_like(q)
     n_rep = q.shape[1] // k_cache.shape[2]
     for b in range(md.num_seqs):
@@ -66,7 +74,8 @@ class SoftcapAttention(Attention):
 
     def forward(self, q, k, v, md: AttentionMetadata) -> torch.Tensor:
         if self.kv_cache is None:
-            raise RuntimeError("Attention.kv_cache is not bound: the model runner allocates and binds it")
+            raise RuntimeError("Attention.kv_cache is not bound: the model runner allocates and "
+                               "binds it")
         md = md.view(self.kv_group)
         self.store(self.kv_cache["k"], self.kv_cache["v"], k, v, md.slot_mapping)
         return softcap_attention(q, self.kv_cache["k"], self.kv_cache["v"], md, self.scale,
@@ -74,12 +83,13 @@ class SoftcapAttention(Attention):
 
 # %% ../../nbs/38_gemma.ipynb #cc835e79
 class GemmaAttention(LlamaAttention):
-    "Gemma 2/3 attention: (1 + w) q/k norms, 1/sqrt(query_pre_attn_scalar), soft-capping [gemmateam2025gemma3]."
+    """Gemma 2/3 attention: (1 + w) q/k norms, 1/sqrt(query_pre_attn_scalar), soft-capping
+    [gemmateam2025gemma3]."""
 
     def __init__(self, config: ModelConfig, layer_idx: int, rope, softcap: float | None = None,
                  tp_rank: int = 0, tp_size: int = 1):
         super().__init__(config, layer_idx, rope, tp_rank, tp_size)
-        if config.use_qk_norm:                                 # Gemma 3: replaces the Llama q/k norms
+        if config.use_qk_norm:                               # Gemma 3: replaces the Llama q/k norms
             self.q_norm = GemmaRMSNorm(self.head_dim, eps=config.rms_norm_eps)
             self.k_norm = GemmaRMSNorm(self.head_dim, eps=config.rms_norm_eps)
         scale = config.raw.get("query_pre_attn_scalar", 256) ** -0.5
@@ -90,7 +100,8 @@ class GemmaAttention(LlamaAttention):
 
 # %% ../../nbs/38_gemma.ipynb #464ff3b3
 class GemmaDecoderLayer(DecoderLayer):
-    "Pre- and post-norm around attention and MLP, adds left to the pre-norms (Eq. G3) [gemmateam2024gemma2]."
+    """Pre- and post-norm around attention and MLP, adds left to the pre-norms (Eq. G3)
+    [gemmateam2024gemma2]."""
 
     norm_class = GemmaRMSNorm
 
@@ -105,8 +116,10 @@ class GemmaDecoderLayer(DecoderLayer):
         else:
             hidden, residual = self.input_layernorm(hidden, residual)         # N1(h)
         hidden = self.post_attention_layernorm(self.self_attn(positions, hidden, md))
-        hidden, residual = self.pre_feedforward_layernorm(hidden, residual)   # N3(h'), h' = h + N2(...)
-        return self.post_feedforward_layernorm(self.mlp(hidden)), residual    # N4(...): the next norm adds
+        # N3(h'), h' = h + N2(...)
+        hidden, residual = self.pre_feedforward_layernorm(hidden, residual)
+        # N4(...): the next norm adds
+        return self.post_feedforward_layernorm(self.mlp(hidden)), residual
 
 # %% ../../nbs/38_gemma.ipynb #76c70b22
 class GemmaModel(DecoderModel):
@@ -116,7 +129,8 @@ class GemmaModel(DecoderModel):
 
     def __init__(self, config: ModelConfig, layers: list[nn.Module], **tp):
         super().__init__(config, layers, **tp)
-        self.register_buffer("embed_scale", torch.tensor(config.hidden_size ** 0.5), persistent=False)
+        self.register_buffer("embed_scale", torch.tensor(config.hidden_size ** 0.5),
+                             persistent=False)
 
     def forward(self, input_ids, positions, md: AttentionMetadata) -> torch.Tensor:
         hidden = self.embed_tokens(input_ids)                                # [T, d]
@@ -127,8 +141,10 @@ class GemmaModel(DecoderModel):
 
 # %% ../../nbs/38_gemma.ipynb #14fb1c36
 _GEMMA_DEFAULTS = {  # transformers' class defaults of the keys this file reads from `raw`
-    "gemma2": dict(query_pre_attn_scalar=256, final_logit_softcapping=30.0, attn_logit_softcapping=50.0),
-    "gemma3_text": dict(query_pre_attn_scalar=256, final_logit_softcapping=None, attn_logit_softcapping=None),
+    "gemma2": dict(query_pre_attn_scalar=256, final_logit_softcapping=30.0,
+                   attn_logit_softcapping=50.0),
+    "gemma3_text": dict(query_pre_attn_scalar=256, final_logit_softcapping=None,
+                        attn_logit_softcapping=None),
 }
 _LAYER_TYPES = ("sliding_attention", "full_attention")
 
@@ -138,12 +154,16 @@ def check_gemma_config(config: ModelConfig) -> dict:
     keys = {**_GEMMA_DEFAULTS.get(config.model_type, _GEMMA_DEFAULTS["gemma3_text"]), **config.raw}
     bad = sorted({t for t in config.layer_types if t not in _LAYER_TYPES})
     if bad:
-        raise ValueError(f"unknown layer_types entr{'y' if len(bad) == 1 else 'ies'} {bad}; known: {_LAYER_TYPES}")
+        raise ValueError(f"unknown layer_types entr{'y' if len(bad) == 1 else 'ies'} {bad}; known: "
+                         f"{_LAYER_TYPES}")
     window, n_pos = config.sliding_window, config.max_position_embeddings
-    if "sliding_attention" in config.layer_types and not (isinstance(window, int) and 1 <= window <= n_pos):
-        raise ValueError(f"sliding_window={window!r} must be an integer in [1, max_position_embeddings={n_pos}]")
+    if ("sliding_attention" in config.layer_types
+        and not (isinstance(window, int) and 1 <= window <= n_pos)):
+        raise ValueError(f"sliding_window={window!r} must be an integer in [1, "
+                         f"max_position_embeddings={n_pos}]")
     if keys.get("use_bidirectional_attention"):
-        raise ValueError("use_bidirectional_attention is not supported: mini_infer serves causal LMs")
+        raise ValueError("use_bidirectional_attention is not supported: mini_infer serves causal "
+                         "LMs")
     if config.hidden_act != "gelu_pytorch_tanh":
         raise ValueError(f"hidden_activation={config.hidden_act!r}: Gemma uses 'gelu_pytorch_tanh'")
     return keys
@@ -156,7 +176,8 @@ _VISION_PREFIXES = ("model.vision_tower.", "model.multi_modal_projector.", "visi
 
 
 def text_tower_weights(weights):
-    "(name, tensor) of a Gemma 3 checkpoint with the text decoder's names; vision tensors skipped (logged)."
+    """(name, tensor) of a Gemma 3 checkpoint with the text decoder's names; vision tensors skipped
+    (logged)."""
     skipped = 0
     for name, tensor in weights:
         if name.startswith(_VISION_PREFIXES):
@@ -165,12 +186,14 @@ def text_tower_weights(weights):
         old = next((p for p in _TEXT_PREFIXES if name.startswith(p)), None)
         yield (name if old is None else _TEXT_PREFIXES[old] + name[len(old):]), tensor
     if skipped:
-        logger.info("skipped %d vision-tower tensors: mini_infer serves Gemma 3's text decoder", skipped)
+        logger.info("skipped %d vision-tower tensors: mini_infer serves Gemma 3's text decoder",
+                    skipped)
 
 # %% ../../nbs/38_gemma.ipynb #4e68bbb7
 @register_model("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
 class Gemma3ForCausalLM(CausalLM):
-    "Gemma 3's text decoder on the skeleton: local/global layers, QK-norm, sandwich norms [gemmateam2025gemma3]."
+    """Gemma 3's text decoder on the skeleton: local/global layers, QK-norm, sandwich norms
+    [gemmateam2025gemma3]."""
 
     model_class = GemmaModel
 
@@ -181,36 +204,42 @@ class Gemma3ForCausalLM(CausalLM):
 
     def make_rope(self, config: ModelConfig) -> dict:
         "One rotary table per layer type (local and global bases) [gemmateam2025gemma3, Sec. 2]."
-        return {t: get_rope(config.head_dim, config.rope_parameters[t], config.max_position_embeddings)
+        return {t: get_rope(config.head_dim, config.rope_parameters[t],
+                            config.max_position_embeddings)
                 for t in sorted(set(config.layer_types))}
 
     def attention_softcap(self) -> float | None:
         if self.gemma["attn_logit_softcapping"] is not None:
-            logger.warning("attn_logit_softcapping is set, but Gemma 3 does not apply it (as transformers)")
+            logger.warning("attn_logit_softcapping is set, but Gemma 3 does not apply it (as "
+                           "transformers)")
         return None
 
     def make_layer(self, config: ModelConfig, layer_idx: int, rope, tp: dict) -> nn.Module:
         mlp = MLP(config.hidden_size, config.intermediate_size, config.hidden_act, **tp)
         rope = rope[config.layer_types[layer_idx]] if isinstance(rope, dict) else rope
-        attn = GemmaAttention(config, layer_idx, rope, self.attention_softcap(), tp["tp_rank"], tp["tp_size"])
+        attn = GemmaAttention(config, layer_idx, rope, self.attention_softcap(), tp["tp_rank"],
+                              tp["tp_size"])
         return GemmaDecoderLayer(config, attn, mlp)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = self.lm_head(hidden)
         if self.final_logit_softcapping is not None:                         # Eq. G2 on the logits
-            logits = torch.tanh(logits / self.final_logit_softcapping) * self.final_logit_softcapping
+            logits = (torch.tanh(logits / self.final_logit_softcapping)
+                      * self.final_logit_softcapping)
         return logits.float()
 
     def load_weights(self, weights) -> set[str]:
-        "Load a text-only or a multimodal checkpoint (its text tower; vision weights skipped, logged)."
+        """Load a text-only or a multimodal checkpoint (its text tower; vision weights skipped,
+        logged)."""
         return load_weights(self, text_tower_weights(weights))
 
 # %% ../../nbs/38_gemma.ipynb #d92a501f
 @register_model("Gemma2ForCausalLM")
 class Gemma2ForCausalLM(Gemma3ForCausalLM):
-    "Gemma 2: alternating local/global layers, soft-capped attention and logits [gemmateam2024gemma2, Sec. 2]."
+    """Gemma 2: alternating local/global layers, soft-capped attention and logits
+    [gemmateam2024gemma2, Sec. 2]."""
 
-    supports_cuda_graphs = False       # soft-capped attention is the reference loop (host-side lengths)
+    supports_cuda_graphs = False   # soft-capped attention is the reference loop (host-side lengths)
 
     def make_rope(self, config: ModelConfig) -> nn.Module:
         return get_rope(config.head_dim, config.rope_parameters, config.max_position_embeddings)

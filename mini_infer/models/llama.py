@@ -13,23 +13,28 @@ from torch import nn
 from ..config import ModelConfig
 from ..engine_config import Registry
 from ..layers.attention import Attention, AttentionMetadata
-from ..layers.basic import (MLP, ColumnParallelLinear, ParallelLMHead, RMSNorm, RowParallelLinear,
+from ..layers.basic import (MLP, ColumnParallelLinear, ParallelLMHead, RMSNorm,
+                                     RowParallelLinear,
                                      VocabParallelEmbedding, divide, get_rope, merge_linears)
 
 # %% ../../nbs/12_llama.ipynb #1d390adb
 def kv_head_partition(num_kv_heads: int, tp_rank: int, tp_size: int) -> tuple[int, int]:
-    "(part, parts) of the K/V projections rank `tp_rank` holds: KV heads split, or replicated when fewer than ranks."
+    """(part, parts) of the K/V projections rank `tp_rank` holds: KV heads split, or replicated when
+    fewer than ranks."""
     if num_kv_heads >= tp_size:
-        return tp_rank, tp_size                         # Hkv / tp heads each (divide() checks the remainder)
+        return tp_rank, tp_size                # Hkv / tp heads each (divide() checks the remainder)
     if tp_size % num_kv_heads:
-        raise ValueError(f"{num_kv_heads} KV heads cannot be replicated evenly over tp_size={tp_size}")
+        raise ValueError(f"{num_kv_heads} KV heads cannot be replicated evenly over "
+                         f"tp_size={tp_size}")
     return tp_rank // (tp_size // num_kv_heads), num_kv_heads
 
 # %% ../../nbs/12_llama.ipynb #38c4db24
 class LlamaAttention(nn.Module):
-    "GQA self-attention with optional QKV bias (Qwen2), QK-norm (Qwen3) and sliding window (Mistral)."
+    """GQA self-attention with optional QKV bias (Qwen2), QK-norm (Qwen3) and sliding window
+    (Mistral)."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int, rope, tp_rank: int = 0, tp_size: int = 1,
+    def __init__(self, config: ModelConfig, layer_idx: int, rope, tp_rank: int = 0,
+                 tp_size: int = 1,
                  tp_group=None):
         super().__init__()
         d, D, Hkv = config.hidden_size, config.head_dim, config.num_key_value_heads
@@ -37,49 +42,57 @@ class LlamaAttention(nn.Module):
         kv_rank, kv_parts = kv_head_partition(Hkv, tp_rank, tp_size)
         self.num_kv_heads, self.head_dim = divide(Hkv, kv_parts, "num_key_value_heads"), D
         tp, kv_tp = dict(tp_rank=tp_rank, tp_size=tp_size), dict(tp_rank=kv_rank, tp_size=kv_parts)
-        self.q_proj = ColumnParallelLinear(d, config.num_attention_heads * D, bias=config.qkv_bias, **tp)
+        self.q_proj = ColumnParallelLinear(d, config.num_attention_heads * D, bias=config.qkv_bias,
+                                           **tp)
         self.k_proj = ColumnParallelLinear(d, Hkv * D, bias=config.qkv_bias, **kv_tp)
         self.v_proj = ColumnParallelLinear(d, Hkv * D, bias=config.qkv_bias, **kv_tp)
-        self.o_proj = RowParallelLinear(config.num_attention_heads * D, d, bias=config.o_bias, tp_group=tp_group,
+        self.o_proj = RowParallelLinear(config.num_attention_heads * D, d, bias=config.o_bias,
+                                        tp_group=tp_group,
                                         **tp)
         if config.use_qk_norm:
             self.q_norm = RMSNorm(D, eps=config.rms_norm_eps)
             self.k_norm = RMSNorm(D, eps=config.rms_norm_eps)
-        self.rotary_emb = rope                                  # shared by all layers, holds no weights
-        window = config.sliding_window if config.layer_types[layer_idx] == "sliding_attention" else None
-        self.attn = Attention(self.num_heads, self.num_kv_heads, D, D ** -0.5, sliding_window=window)
-        self.qkv_proj = None                                    # one matmul for q, k, v: merge_projections()
+        self.rotary_emb = rope                              # shared by all layers, holds no weights
+        window = (config.sliding_window if config.layer_types[layer_idx] == "sliding_attention"
+                  else None)
+        self.attn = Attention(self.num_heads, self.num_kv_heads, D, D ** -0.5,
+                              sliding_window=window)
+        self.qkv_proj = None                           # one matmul for q, k, v: merge_projections()
 
-    def forward(self, positions: torch.Tensor, hidden: torch.Tensor, md: AttentionMetadata) -> torch.Tensor:
+    def forward(self, positions: torch.Tensor, hidden: torch.Tensor,
+                md: AttentionMetadata) -> torch.Tensor:
         T = hidden.shape[0]
-        if self.qkv_proj is not None:                                         # merged (GPU): views of one output
+        if self.qkv_proj is not None:                            # merged (GPU): views of one output
             q, k, v = self.qkv_proj(hidden).split(self.qkv_proj.split_sizes, dim=-1)
         else:
             q, k, v = self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)
-        q = q.view(T, self.num_heads, self.head_dim)                          # [T, H, D]
-        k = k.view(T, self.num_kv_heads, self.head_dim)                       # [T, Hkv, D]
-        v = v.view(T, self.num_kv_heads, self.head_dim)                       # [T, Hkv, D]
-        if hasattr(self, "q_norm"):                                           # Qwen3 QK-norm, before RoPE
+        q = q.view(T, self.num_heads, self.head_dim)                    # [T, H, D]
+        k = k.view(T, self.num_kv_heads, self.head_dim)                 # [T, Hkv, D]
+        v = v.view(T, self.num_kv_heads, self.head_dim)                 # [T, Hkv, D]
+        if hasattr(self, "q_norm"):                                     # Qwen3 QK-norm, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = self.rotary_emb(positions, q, k)
         o = self.attn(q, k, v, md)                                            # [T, H, D]
         return self.o_proj(o.reshape(T, self.num_heads * self.head_dim))
 
     def merge_projections(self) -> None:
-        "From now on compute q, k and v with one matmul (chapter 10's `merge_linears`); for the GPU."
+        """From now on compute q, k and v with one matmul (chapter 10's `merge_linears`); for the
+        GPU."""
         if self.qkv_proj is None:
             self.qkv_proj = merge_linears([self.q_proj, self.k_proj, self.v_proj])
 
 # %% ../../nbs/12_llama.ipynb #5faa417f
 class DecoderLayer(nn.Module):
-    "Pre-norm layer h + Attn(norm(h)), h + FFN(norm(h)), adds left to the norms [touvron2023llama, Sec. 2.2]."
+    """Pre-norm layer h + Attn(norm(h)), h + FFN(norm(h)), adds left to the norms [touvron2023llama,
+    Sec. 2.2]."""
 
     norm_class = RMSNorm
 
-    def __init__(self, config: ModelConfig, self_attn: nn.Module, mlp: nn.Module, mlp_name: str = "mlp"):
+    def __init__(self, config: ModelConfig, self_attn: nn.Module, mlp: nn.Module,
+                 mlp_name: str = "mlp"):
         super().__init__()
         self.self_attn, self.mlp_name = self_attn, mlp_name
-        self.add_module(mlp_name, mlp)                                        # the checkpoint's name
+        self.add_module(mlp_name, mlp)                                       # the checkpoint's name
         self.input_layernorm = self.norm_class(config.hidden_size, eps=config.rms_norm_eps)
         self.post_attention_layernorm = self.norm_class(config.hidden_size, eps=config.rms_norm_eps)
 
@@ -87,10 +100,13 @@ class DecoderLayer(nn.Module):
         if residual is None:                                                  # the first layer
             hidden, residual = self.input_layernorm(hidden), hidden
         else:
-            hidden, residual = self.input_layernorm(hidden, residual)         # h = residual + hidden, normed
+            # h = residual + hidden, normed
+            hidden, residual = self.input_layernorm(hidden, residual)
         hidden = self.self_attn(positions, hidden, md)
-        hidden, residual = self.post_attention_layernorm(hidden, residual)    # h' = h + Attn(...), normed
-        return getattr(self, self.mlp_name)(hidden), residual                 # h' + FFN(...): the next norm adds
+        # h' = h + Attn(...), normed
+        hidden, residual = self.post_attention_layernorm(hidden, residual)
+        # h' + FFN(...): the next norm adds
+        return getattr(self, self.mlp_name)(hidden), residual
 
 # %% ../../nbs/12_llama.ipynb #461d9007
 class DecoderModel(nn.Module):
@@ -98,10 +114,12 @@ class DecoderModel(nn.Module):
 
     norm_class = RMSNorm
 
-    def __init__(self, config: ModelConfig, layers: list[nn.Module], tp_rank: int = 0, tp_size: int = 1,
+    def __init__(self, config: ModelConfig, layers: list[nn.Module], tp_rank: int = 0,
+                 tp_size: int = 1,
                  tp_group=None):
         super().__init__()
-        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size, tp_rank=tp_rank,
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size,
+                                                   tp_rank=tp_rank,
                                                    tp_size=tp_size, tp_group=tp_group)
         self.layers = nn.ModuleList(layers)
         self.norm = self.norm_class(config.hidden_size, eps=config.rms_norm_eps)
@@ -110,16 +128,17 @@ class DecoderModel(nn.Module):
         hidden, residual = self.embed_tokens(input_ids), None                # [T, d]
         for layer in self.layers:
             hidden, residual = layer(positions, hidden, residual, md)
-        if residual is None:                                                 # a model without layers
+        if residual is None:                                                # a model without layers
             return self.norm(hidden)
-        return self.norm(hidden, residual)[0]                                # the last residual add, then the norm
+        return self.norm(hidden, residual)[0]                 # the last residual add, then the norm
 
 # %% ../../nbs/12_llama.ipynb #275c9919
 class CausalLM(nn.Module):
     "The causal-LM skeleton: `forward` -> hidden [T, d], `compute_logits` -> fp32 logits [T, V]."
 
     model_class = DecoderModel
-    supports_cuda_graphs = True        # no host synchronisation in forward: decode steps can be captured (24a)
+    # no host synchronisation in forward: decode steps can be captured (24a)
+    supports_cuda_graphs = True
 
     def __init__(self, config: ModelConfig, tp_rank: int = 0, tp_size: int = 1, tp_group=None):
         super().__init__()
@@ -160,15 +179,18 @@ def register_model(*architectures: str):
 
 
 def get_model_class(architecture: str) -> type:
-    "The class implementing `architecture` (config.architectures[0]); a clear error for unknown ones."
+    """The class implementing `architecture` (config.architectures[0]); a clear error for unknown
+    ones."""
     return MODEL_REGISTRY.lookup(architecture)
 
 # %% ../../nbs/12_llama.ipynb #643be70e
 @register_model("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM")
 class LlamaForCausalLM(CausalLM):
-    "Llama, Qwen2, Qwen3 and Mistral: GQA attention and a SwiGLU MLP on the skeleton [touvron2023llama]."
+    """Llama, Qwen2, Qwen3 and Mistral: GQA attention and a SwiGLU MLP on the skeleton
+    [touvron2023llama]."""
 
     def make_layer(self, config: ModelConfig, layer_idx: int, rope, tp: dict) -> nn.Module:
-        mlp = MLP(config.hidden_size, config.intermediate_size, config.hidden_act, bias=config.mlp_bias, **tp)
+        mlp = MLP(config.hidden_size, config.intermediate_size, config.hidden_act,
+                  bias=config.mlp_bias, **tp)
         attn = LlamaAttention(config, layer_idx, rope, **tp)
         return DecoderLayer(config, attn, mlp)

@@ -16,7 +16,8 @@ from .llama import CausalLM, DecoderLayer, LlamaAttention, register_model
 # %% ../../nbs/33_mixtral.ipynb #47499ce2
 @register_model("MixtralForCausalLM")
 class MixtralForCausalLM(CausalLM):
-    "Mixtral: Mistral's attention and a sparse top-k MoE block on the skeleton [jiang2024mixtral, Sec. 2]."
+    """Mixtral: Mistral's attention and a sparse top-k MoE block on the skeleton [jiang2024mixtral,
+    Sec. 2]."""
 
     supports_cuda_graphs = False
 
@@ -27,4 +28,5 @@ class MixtralForCausalLM(CausalLM):
 
     def make_layer(self, config: ModelConfig, layer_idx: int, rope, tp: dict) -> nn.Module:
         attn = LlamaAttention(config, layer_idx, rope, **tp)
-        return DecoderLayer(config, attn, build_moe_block(config, **tp), mlp_name="block_sparse_moe")
+        return DecoderLayer(config, attn, build_moe_block(config, **tp),
+                            mlp_name="block_sparse_moe")

@@ -20,32 +20,39 @@ QWEN3_MOE_DEFAULTS = dict(num_experts=128, num_experts_per_tok=8, moe_intermedia
 
 
 def moe_options(config: ModelConfig) -> dict:
-    "Qwen3-MoE's MoE keys of `config` (`num_local_experts` is what `save_pretrained` writes for `num_experts`)."
+    """Qwen3-MoE's MoE keys of `config` (`num_local_experts` is what `save_pretrained` writes for
+    `num_experts`)."""
     raw = {"num_experts": config.raw.get("num_local_experts"), **config.raw}
     return {k: d if raw.get(k) is None else raw[k] for k, d in QWEN3_MOE_DEFAULTS.items()}
 
 
 def is_sparse_layer(config: ModelConfig, layer_idx: int) -> bool:
-    "An MoE block, unless `mlp_only_layers` names the layer; then every `decoder_sparse_step`-th (from 1)."
+    """An MoE block, unless `mlp_only_layers` names the layer; then every `decoder_sparse_step`-th
+    (from 1)."""
     c = moe_options(config)
     return (layer_idx not in c["mlp_only_layers"] and c["num_experts"] > 0
             and (layer_idx + 1) % c["decoder_sparse_step"] == 0)
 
 # %% ../../nbs/39_porting.ipynb #e400c7bb
-def qwen3_moe_block(config: ModelConfig, tp_rank: int = 0, tp_size: int = 1, tp_group=None) -> SparseMoeBlock:
-    "Router (softmax top-K, renormalised if `norm_topk_prob`) and E SwiGLU experts [yang2025qwen3, Sec. 2]."
+def qwen3_moe_block(config: ModelConfig, tp_rank: int = 0, tp_size: int = 1,
+                    tp_group=None) -> SparseMoeBlock:
+    """Router (softmax top-K, renormalised if `norm_topk_prob`) and E SwiGLU experts [yang2025qwen3,
+    Sec. 2]."""
     c, d = moe_options(config), config.hidden_size
-    gate = TopKRouter(d, c["num_experts"], c["num_experts_per_tok"], norm_topk_prob=bool(c["norm_topk_prob"]))
-    experts = Experts(c["num_experts"], d, c["moe_intermediate_size"], config.hidden_act, tp_rank=tp_rank,
+    gate = TopKRouter(d, c["num_experts"], c["num_experts_per_tok"],
+                      norm_topk_prob=bool(c["norm_topk_prob"]))
+    experts = Experts(c["num_experts"], d, c["moe_intermediate_size"], config.hidden_act,
+                      tp_rank=tp_rank,
                       tp_size=tp_size)
     return SparseMoeBlock(gate, experts, None, tp_group)
 
 # %% ../../nbs/39_porting.ipynb #533c435a
 @register_model("Qwen3MoeForCausalLM")
 class Qwen3MoeForCausalLM(CausalLM):
-    "Qwen3's attention with top-K softmax experts on the layers the config makes sparse [yang2025qwen3, Sec. 2]."
+    """Qwen3's attention with top-K softmax experts on the layers the config makes sparse
+    [yang2025qwen3, Sec. 2]."""
 
-    supports_cuda_graphs = False                       # the expert loop reads counts on the host (chapter 30)
+    supports_cuda_graphs = False             # the expert loop reads counts on the host (chapter 30)
 
     def __init__(self, config: ModelConfig, tp_rank: int = 0, tp_size: int = 1, tp_group=None):
         super().__init__(config, tp_rank, tp_size, tp_group)
@@ -55,5 +62,6 @@ class Qwen3MoeForCausalLM(CausalLM):
         attn = LlamaAttention(config, layer_idx, rope, tp["tp_rank"], tp["tp_size"])
         if is_sparse_layer(config, layer_idx):
             return DecoderLayer(config, attn, qwen3_moe_block(config, **tp))
-        return DecoderLayer(config, attn, MLP(config.hidden_size, config.intermediate_size, config.hidden_act,
+        return DecoderLayer(config, attn,
+                            MLP(config.hidden_size, config.intermediate_size, config.hidden_act,
                                               **tp))

@@ -12,7 +12,7 @@ from ..engine_config import KV_CACHE_DTYPES
 from .kv_quant import KVCacheFormat
 
 # %% ../../nbs/43_fp8_kv.ipynb #260921ef
-FP8_MAX = 448.0                                   # largest finite e4m3 value [micikevicius2022fp8, Table 1]
+FP8_MAX = 448.0                           # largest finite e4m3 value [micikevicius2022fp8, Table 1]
 
 
 class FP8Codec:
@@ -29,7 +29,7 @@ class FP8Codec:
         "x [T, Hkv, D] -> e4m3 bytes [T, Hkv, D] and scales [T, Hkv, 1]."
         x = x.float()
         scale = x.abs().amax(-1, keepdim=True) / FP8_MAX                    # absmax
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))         # an all-zero row: any scale
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))   # an all-zero row: any scale
         return {"": (x / scale).to(torch.float8_e4m3fn).view(torch.uint8), "_scale": scale}
 
     def decode(self, parts: dict[str, torch.Tensor], dtype: torch.dtype) -> torch.Tensor:

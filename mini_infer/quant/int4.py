@@ -41,19 +41,24 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
 
 def unpack_int4(qweight: torch.Tensor) -> torch.Tensor:
     "uint8 [N, K/2] -> codes [N, K] uint8 in 0..15 (inverse of `pack_int4`)."
-    return torch.stack([qweight & 15, qweight >> 4], dim=-1).reshape(qweight.shape[0], -1)   # [N, K/2, 2] -> [N, K]
+    # [N, K/2, 2] -> [N, K]
+    return torch.stack([qweight & 15, qweight >> 4], dim=-1).reshape(qweight.shape[0], -1)
 
 # %% ../../nbs/41_int4_weights.ipynb #1d37deb2
 @torch.no_grad()
 def quantize_int4(weight: torch.Tensor, group_size: int = 64, symmetric: bool = False
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    "Group-wise int4: (qweight uint8 [N, K/2], scale [N, G], min [N, G] or None) [lin2023awq, Eq. 1]."
+    """Group-wise int4: (qweight uint8 [N, K/2], scale [N, G], min [N, G] or None) [lin2023awq, Eq.
+    1]."""
     if weight.dim() != 2 or not weight.is_floating_point():
-        raise ValueError(f"quantize_int4 takes a 2-d float weight [N, K], got {weight.dtype} {tuple(weight.shape)}")
+        raise ValueError(f"quantize_int4 takes a 2-d float weight [N, K], got {weight.dtype} "
+                         f"{tuple(weight.shape)}")
     n, k = weight.shape
     if group_size not in INT4_GROUP_SIZES or k % group_size:
-        raise ValueError(f"int4 group size {group_size} does not divide the input size {k} of a [{n}, {k}] weight "
-                         f"(group sizes: {INT4_GROUP_SIZES}; each must divide every quantized layer's input size)")
+        raise ValueError(f"int4 group size {group_size} does not divide the input size {k} of a "
+                         f"[{n}, {k}] weight "
+                         f"(group sizes: {INT4_GROUP_SIZES}; each must divide every quantized "
+                         "layer's input size)")
     w = weight.float().reshape(n, k // group_size, group_size)            # [N, G, g]
     if not torch.isfinite(w).all():
         raise ValueError("quantize_int4: the weight has non-finite values")
@@ -72,7 +77,8 @@ def quantize_int4(weight: torch.Tensor, group_size: int = 64, symmetric: bool = 
 # %% ../../nbs/41_int4_weights.ipynb #06e43d53
 def dequantize_int4(qweight: torch.Tensor, scale: torch.Tensor, wmin: torch.Tensor | None,
                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    "W_hat [N, K] = s q + m (asymmetric) or s (q - 8) (symmetric), in fp32, rounded once to `dtype`."
+    """W_hat [N, K] = s q + m (asymmetric) or s (q - 8) (symmetric), in fp32, rounded once to
+    `dtype`."""
     n, groups = scale.shape
     q = unpack_int4(qweight).reshape(n, groups, -1).float()               # [N, G, g]
     s = scale.float()[..., None]
@@ -81,29 +87,36 @@ def dequantize_int4(qweight: torch.Tensor, scale: torch.Tensor, wmin: torch.Tens
 
 # %% ../../nbs/41_int4_weights.ipynb #dc0a5c52
 def int4_linear_reference(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
-                          wmin: torch.Tensor | None, bias: torch.Tensor | None = None) -> torch.Tensor:
-    "y = x W_hat^T + b in fp32 (`F.linear`, as an fp32 model), rounded once to x's dtype: the int4 oracle."
+                          wmin: torch.Tensor | None, bias: torch.Tensor
+                          | None = None) -> torch.Tensor:
+    """y = x W_hat^T + b in fp32 (`F.linear`, as an fp32 model), rounded once to x's dtype: the int4
+    oracle."""
     b = None if bias is None else bias.float()
     return F.linear(x.float(), dequantize_int4(qweight, scale, wmin), b).to(x.dtype)
 
 # %% ../../nbs/41_int4_weights.ipynb #34144649
-GGUF_INT4_TYPES = {"Q4_0": (18, False), "Q4_1": (20, True)}     # bytes per block of 32, has a minimum
+GGUF_INT4_TYPES = {"Q4_0": (18, False), "Q4_1": (20, True)}   # bytes per block of 32, has a minimum
 
 
-def gguf_int4_blocks(data: np.ndarray, type_name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    "GGUF Q4_0/Q4_1 rows [N, bytes] -> (qweight uint8 [N, K/2], scale fp32 [N, K/32], min fp32 [N, K/32] or None)."
+def gguf_int4_blocks(data: np.ndarray, type_name: str) -> tuple[torch.Tensor, torch.Tensor,
+                                                                torch.Tensor | None]:
+    """GGUF Q4_0/Q4_1 rows [N, bytes] -> (qweight uint8 [N, K/2], scale fp32 [N, K/32], min fp32 [N,
+    K/32] or None)."""
     block_bytes, has_min = GGUF_INT4_TYPES[type_name]
     n = data.shape[0]
-    blocks = torch.from_numpy(np.array(data, copy=True)).reshape(n, -1, block_bytes)   # [N, G, bytes]
+    # [N, G, bytes]
+    blocks = torch.from_numpy(np.array(data, copy=True)).reshape(n, -1, block_bytes)
     scale = blocks[..., 0:2].contiguous().view(torch.float16).squeeze(-1).float()     # [N, G]
-    wmin = blocks[..., 2:4].contiguous().view(torch.float16).squeeze(-1).float() if has_min else None
+    wmin = (blocks[..., 2:4].contiguous().view(torch.float16).squeeze(-1).float() if has_min
+            else None)
     qs = blocks[..., block_bytes - 16:]                                                # [N, G, 16]
-    q = torch.cat([qs & 15, qs >> 4], dim=-1)                          # [N, G, 32]: weights 0..15, then 16..31
+    q = torch.cat([qs & 15, qs >> 4], dim=-1)               # [N, G, 32]: weights 0..15, then 16..31
     return pack_int4(q.reshape(n, -1)), scale, wmin
 
 
 def gguf_q8_0_blocks(data: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    "GGUF Q8_0 rows [N, bytes] -> (codes int8 [N, K], scale fp32 [N, K/32]), W_hat = d q per block of 32."
+    """GGUF Q8_0 rows [N, bytes] -> (codes int8 [N, K], scale fp32 [N, K/32]), W_hat = d q per block
+    of 32."""
     n = data.shape[0]
     blocks = torch.from_numpy(np.array(data, copy=True)).reshape(n, -1, 34)            # [N, G, 34]
     scale = blocks[..., 0:2].contiguous().view(torch.float16).squeeze(-1).float()     # [N, G]
@@ -112,16 +125,20 @@ def gguf_q8_0_blocks(data: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 # %% ../../nbs/41_int4_weights.ipynb #d66c1cb5
 def tinygemm_pack(qweight: torch.Tensor, scale: torch.Tensor, wmin: torch.Tensor | None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    "Our layout -> (packed for `_weight_int4pack_mm_for_cpu`, scale_and_zeros bf16 [G, N, 2]), z = m + 8 s."
+    """Our layout -> (packed for `_weight_int4pack_mm_for_cpu`, scale_and_zeros bf16 [G, N, 2]), z =
+    m + 8 s."""
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(unpack_int4(qweight).int(), 1)
     s = scale.float()
     z = wmin.float() + 8 * s if wmin is not None else torch.zeros_like(s)
-    return packed, torch.stack([s, z], dim=-1).transpose(0, 1).contiguous().bfloat16()   # [N, G, 2] -> [G, N, 2]
+    # [N, G, 2] -> [G, N, 2]
+    return packed, torch.stack([s, z], dim=-1).transpose(0, 1).contiguous().bfloat16()
 
 
-def int4_linear_cpu(x: torch.Tensor, packed: torch.Tensor, scale_zeros: torch.Tensor, group_size: int,
+def int4_linear_cpu(x: torch.Tensor, packed: torch.Tensor, scale_zeros: torch.Tensor,
+                    group_size: int,
                     bias: torch.Tensor | None = None) -> torch.Tensor:
-    "y = x W_hat^T + b with PyTorch's CPU int4 kernel: x, s, z and the product in bf16, bias added in x's dtype."
+    """y = x W_hat^T + b with PyTorch's CPU int4 kernel: x, s, z and the product in bf16, bias added
+    in x's dtype."""
     x2 = x.reshape(-1, x.shape[-1])                                       # [M, K]
     y = torch.ops.aten._weight_int4pack_mm_for_cpu(x2.bfloat16(), packed, group_size, scale_zeros)
     y = y.to(x.dtype).reshape(*x.shape[:-1], -1)                          # [..., N]
@@ -143,12 +160,19 @@ class Int4Linear(nn.Module):
         self.register_buffer("scale", scale)
         self.register_buffer("wmin", wmin)
         self.register_parameter("bias", bias)
-        self.is_row_parallel, self.tp_rank, self.tp_size, self.tp_group = is_row_parallel, 0, 1, None
+        self.is_row_parallel, self.tp_rank, self.tp_size, self.tp_group = (
+            is_row_parallel,
+            0,
+            1,
+            None,
+        )
         self.in_features, self.out_features, self.layout = 2 * qweight.shape[1], n, "rows"
 
     @classmethod
-    def from_linear(cls, linear: nn.Module, group_size: int = 64, symmetric: bool = False) -> "Int4Linear":
-        "Quantize a Column/RowParallelLinear's weight (on its device), keeping its bias and tp state."
+    def from_linear(cls, linear: nn.Module, group_size: int = 64,
+                    symmetric: bool = False) -> "Int4Linear":
+        """Quantize a Column/RowParallelLinear's weight (on its device), keeping its bias and tp
+        state."""
         out = cls(*quantize_int4(linear.weight, group_size, symmetric), linear.bias,
                   isinstance(linear, RowParallelLinear))
         for name in Int8Linear.TP_ATTRIBUTES:
@@ -162,7 +186,8 @@ from fastcore.basics import patch
 
 @patch
 def forward(self: Int4Linear, x: torch.Tensor) -> torch.Tensor:
-    bias = None if self.is_row_parallel and self.tp_rank != 0 else self.bias    # row-parallel: rank 0 only
+    # row-parallel: rank 0 only
+    bias = None if self.is_row_parallel and self.tp_rank != 0 else self.bias
     if self.layout == "tinygemm":
         out = int4_linear_cpu(x, self.qweight, self.scale_zeros, self.group_size, bias)
     else:
@@ -174,7 +199,8 @@ def forward(self: Int4Linear, x: torch.Tensor) -> torch.Tensor:
 
 @patch
 def use_cpu_kernel(self: Int4Linear) -> bool:
-    "Repack for PyTorch's CPU int4 kernel (in place, one copy kept); False where it does not apply (N % 16)."
+    """Repack for PyTorch's CPU int4 kernel (in place, one copy kept); False where it does not apply
+    (N % 16)."""
     if self.layout != "rows" or self.qweight.is_cuda or self.out_features % 16:
         return False
     packed, scale_zeros = tinygemm_pack(self.qweight, self.scale, self.wmin)
@@ -187,7 +213,8 @@ def use_cpu_kernel(self: Int4Linear) -> bool:
 @patch
 def extra_repr(self: Int4Linear) -> str:
     kind = "sym" if getattr(self, "wmin", 0) is None else "asym"
-    return (f"in={self.in_features}, out={self.out_features}, bias={self.bias is not None}, int4 g={self.group_size}"
+    return (f"in={self.in_features}, out={self.out_features}, bias={self.bias is not None}, int4 "
+            f"g={self.group_size}"
             f" {kind}, layout={self.layout}, tp={self.tp_rank}/{self.tp_size}")
 
 # %% ../../nbs/41_int4_weights.ipynb #12d76ed8
@@ -197,12 +224,15 @@ def quantize_model_int4(model: nn.Module, group_size: int = 64, symmetric: bool 
     "Swap every Column/RowParallelLinear (names in `skip` excepted) for an Int4Linear, in place."
     before = model_bytes(model)
     names = [name for name, m in model.named_modules()
-             if isinstance(m, (ColumnParallelLinear, RowParallelLinear)) and name.rpartition(".")[2] not in skip]
+             if isinstance(m, (ColumnParallelLinear, RowParallelLinear))
+             and name.rpartition(".")[2] not in skip]
     for name in names:
         k = model.get_submodule(name).weight.shape[1]
         if group_size not in INT4_GROUP_SIZES or k % group_size:
-            raise ValueError(f"int4 group size {group_size} does not divide the input size {k} of {name} "
-                             f"(group sizes {INT4_GROUP_SIZES}; pick one that divides every layer's input size)")
+            raise ValueError(f"int4 group size {group_size} does not divide the input size {k} of "
+                             f"{name} "
+                             f"(group sizes {INT4_GROUP_SIZES}; pick one that divides every "
+                             "layer's input size)")
     for name in names:
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name)
@@ -230,29 +260,36 @@ for _name, _scheme in INT4_SCHEMES.items():
                and config.resolved_kernels == "paged" and config.quantization is not None
                and (config.quantization.startswith("int4") or config.quantization == "gguf"))
 def int4_cpu_pass(model: nn.Module, config) -> int:
-    "Model pass: repack every int4 layer (and group-wise int8 head) for PyTorch's CPU int4 kernel; the count."
-    layers = [m for m in model.modules() if hasattr(m, "use_cpu_kernel")]   # a list: the pass adds modules
+    """Model pass: repack every int4 layer (and group-wise int8 head) for PyTorch's CPU int4 kernel;
+    the count."""
+    # a list: the pass adds modules
+    layers = [m for m in model.modules() if hasattr(m, "use_cpu_kernel")]
     return sum(bool(m.use_cpu_kernel()) for m in layers)
 
 # %% ../../nbs/41_int4_weights.ipynb #7bf712c7
 class GroupInt8Linear(nn.Module):
-    "x W_hat^T + b for group-wise int8 W_hat = d q (GGUF Q8_0): the fp32 reference, or two int4 products (Q8)."
+    """x W_hat^T + b for group-wise int8 W_hat = d q (GGUF Q8_0): the fp32 reference, or two int4
+    products (Q8)."""
 
     def __init__(self, codes: torch.Tensor, scale: torch.Tensor, bias: nn.Parameter | None = None):
         super().__init__()
-        if codes.dtype != torch.int8 or codes.shape[0] != scale.shape[0] or codes.shape[1] % scale.shape[1]:
-            raise ValueError(f"need codes [N, K] int8 and scale [N, G], got {codes.dtype} {tuple(codes.shape)} "
+        if (codes.dtype != torch.int8 or codes.shape[0] != scale.shape[0]
+            or codes.shape[1] % scale.shape[1]):
+            raise ValueError(f"need codes [N, K] int8 and scale [N, G], got {codes.dtype} "
+                             f"{tuple(codes.shape)} "
                              f"and {tuple(scale.shape)}")
         self.register_buffer("codes", codes)
         self.register_buffer("scale", scale)
         self.register_parameter("bias", bias)
         self.out_features, self.in_features = codes.shape
-        self.group_size, self.parts = codes.shape[1] // scale.shape[1], None   # parts: (high, low) Int4Linear
+        # parts: (high, low) Int4Linear
+        self.group_size, self.parts = codes.shape[1] // scale.shape[1], None
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         "W_hat = d q [N, K] in fp32 (gguf's arithmetic), rounded once to `dtype`."
         n, groups = self.scale.shape
-        return (self.codes.reshape(n, groups, -1).float() * self.scale.float()[..., None]).reshape(n, -1).to(dtype)
+        return (self.codes.reshape(n, groups, -1).float()
+                * self.scale.float()[..., None]).reshape(n, -1).to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.parts is None:
@@ -264,28 +301,30 @@ class GroupInt8Linear(nn.Module):
 
     def use_cpu_kernel(self) -> bool:
         "Split into two tinygemm int4 products (Q8); the codes stay (an embedding may share them)."
-        if self.parts is not None or self.codes.is_cuda or self.out_features % 16 or self.group_size % 2:
+        if (self.parts is not None or self.codes.is_cuda or self.out_features % 16
+            or self.group_size % 2):
             return False
         s = self.scale.float()
-        high = Int4Linear(pack_int4((self.codes >> 4) + 8), 16 * s)                  # 16 d (h + 8 - 8)
-        low = Int4Linear(pack_int4(self.codes & 15), s, torch.zeros_like(s))         # d l + 0
+        high = Int4Linear(pack_int4((self.codes >> 4) + 8), 16 * s)               # 16 d (h + 8 - 8)
+        low = Int4Linear(pack_int4(self.codes & 15), s, torch.zeros_like(s))      # d l + 0
         self.parts = nn.ModuleList([high, low])
         return high.use_cpu_kernel() and low.use_cpu_kernel()
 
 # %% ../../nbs/41_int4_weights.ipynb #b0ed23f6
 class GroupInt8Embedding(nn.Module):
-    "Embedding rows d q from a GroupInt8Linear's codes [V, K] and scales [V, G] (GGUF Q8_0), in `dtype`."
+    """Embedding rows d q from a GroupInt8Linear's codes [V, K] and scales [V, G] (GGUF Q8_0), in
+    `dtype`."""
 
     def __init__(self, weights: GroupInt8Linear, dtype: torch.dtype = torch.float32):
         super().__init__()
-        self.register_buffer("codes", weights.codes)                                 # the same tensors
+        self.register_buffer("codes", weights.codes)                              # the same tensors
         self.register_buffer("scale", weights.scale)
         self.num_embeddings, self.embedding_dim = weights.codes.shape
         self.dtype = dtype
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        q, s = self.codes[input_ids].float(), self.scale[input_ids].float()         # [..., K], [..., G]
-        rows = q.reshape(*s.shape, -1) * s[..., None]                                 # [..., G, K/G]
+        q, s = self.codes[input_ids].float(), self.scale[input_ids].float()     # [..., K], [..., G]
+        rows = q.reshape(*s.shape, -1) * s[..., None]                                # [..., G, K/G]
         return rows.reshape(q.shape).to(self.dtype)
 
 # %% ../../nbs/41_int4_weights.ipynb #d2dbf5dc
@@ -296,7 +335,7 @@ def _gguf_module(model: nn.Module, hf_name: str, tensor, type_name: str, row_hea
     if type_name in GGUF_INT4_TYPES and is_linear:
         qweight, scale, wmin = gguf_int4_blocks(tensor.data, type_name)
         parts = [qweight, scale.half(), None if wmin is None else wmin.half()]
-        if row_heads is not None:                                           # llama q/k rows (chapter 03)
+        if row_heads is not None:                                      # llama q/k rows (chapter 03)
             parts = [None if p is None else unpermute_qk(p, row_heads) for p in parts]
         new = Int4Linear(*parts, module.bias, isinstance(module, RowParallelLinear))
         for name in Int8Linear.TP_ATTRIBUTES:
@@ -313,10 +352,12 @@ def _gguf_module(model: nn.Module, hf_name: str, tensor, type_name: str, row_hea
 # %% ../../nbs/41_int4_weights.ipynb #2c64c04c
 @torch.no_grad()
 def quantize_model_gguf(model: nn.Module, path=None) -> dict:
-    "Keep a GGUF file's Q4_0/Q4_1/Q8_0 matrices quantized in `model` (loaded from that file), in place."
+    """Keep a GGUF file's Q4_0/Q4_1/Q8_0 matrices quantized in `model` (loaded from that file), in
+    place."""
     path = bundled_model_path() if path is None else Path(path)
     if not (path.is_file() and path.suffix == ".gguf"):
-        raise ValueError(f"quantization='gguf' keeps the blocks of a .gguf file, and {path} is not one "
+        raise ValueError(f"quantization='gguf' keeps the blocks of a .gguf file, and {path} is not "
+                         "one "
                          "(for a checkpoint directory use quantization='int8' or 'int4')")
     reader = open_gguf(path)
     meta = gguf_metadata(reader)
@@ -336,7 +377,8 @@ def quantize_model_gguf(model: nn.Module, path=None) -> dict:
         kept[type_name] = kept.get(type_name, 0) + 1
         parent, _, attr = hf_name.rpartition(".")[0].rpartition(".")
         if hf_name == "model.embed_tokens.weight":
-            model.model.embed_tokens = GroupInt8Embedding(new, model.model.embed_tokens.weight.dtype)
+            model.model.embed_tokens = GroupInt8Embedding(new,
+                                                          model.model.embed_tokens.weight.dtype)
             if tied:
                 model.lm_head = new                                  # the head reads the same codes
         else:

@@ -17,66 +17,82 @@ from ..layers.basic import ColumnParallelLinear, RowParallelLinear
 # %% ../../nbs/40_int8_weights.ipynb #c9f2708a
 @torch.no_grad()
 def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    "Symmetric per-output-row int8: (q [N, K] int8, s [N] in weight's dtype), s = max|W_n|/127 [dettmers2022llmint8, Eq. 1]."
+    """Symmetric per-output-row int8: (q [N, K] int8, s [N] in weight's dtype), s = max|W_n|/127
+    [dettmers2022llmint8, Eq. 1]."""
     if weight.dim() != 2 or not weight.is_floating_point():
-        raise ValueError(f"quantize_int8 takes a 2-d float weight [N, K], got {weight.dtype} {tuple(weight.shape)}")
-    w = weight.float()                                                   # [N, K]
-    scale = (w.abs().amax(dim=1) / 127).to(weight.dtype)                 # [N], stored in the weight's dtype
+        raise ValueError(f"quantize_int8 takes a 2-d float weight [N, K], got {weight.dtype} "
+                         f"{tuple(weight.shape)}")
+    w = weight.float()                                           # [N, K]
+    scale = (w.abs().amax(dim=1) / 127).to(weight.dtype)         # [N], stored in the weight's dtype
     if not torch.isfinite(scale).all():
         raise ValueError("quantize_int8: the weight has non-finite values")
-    s = scale.float()                                                    # quantize with the stored scale
-    q = torch.round(w / torch.where(s > 0, s, 1.0)[:, None]).clamp_(-127, 127)   # Eq. 1; zero rows -> 0
+    s = scale.float()                                               # quantize with the stored scale
+    # Eq. 1; zero rows -> 0
+    q = torch.round(w / torch.where(s > 0, s, 1.0)[:, None]).clamp_(-127, 127)
     return q.to(torch.int8), scale
 
 # %% ../../nbs/40_int8_weights.ipynb #4496c06c
-def dequantize_int8(qweight: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+def dequantize_int8(qweight: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype
+                    | None = None) -> torch.Tensor:
     "W_hat = q * s [N, K], the exact product rounded once to `dtype` (default: the scale's dtype)."
     if dtype in (None, scale.dtype):
-        return qweight * scale[:, None]              # one kernel: int8 promoted exactly, product in fp32, one rounding
+        # one kernel: int8 promoted exactly, product in fp32, one rounding
+        return qweight * scale[:, None]
     return (qweight * scale.float()[:, None]).to(dtype)
 
 # %% ../../nbs/40_int8_weights.ipynb #b17b87a7
 def int8_linear_reference(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
                           bias: torch.Tensor | None = None) -> torch.Tensor:
-    "y = (x q^T) s + b computed in fp32, rounded once to x's dtype: the int8 oracle [dettmers2022llmint8, Sec. 3.1]."
+    """y = (x q^T) s + b computed in fp32, rounded once to x's dtype: the int8 oracle
+    [dettmers2022llmint8, Sec. 3.1]."""
     y = torch.matmul(x.float(), qweight.float().t()) * scale.float()       # [..., N]
     if bias is not None:
         y = y + bias.float()
     return y.to(x.dtype)
 
 # %% ../../nbs/40_int8_weights.ipynb #df99b102
-INT8_KERNEL_MAX_M = 512                     # rows up to which CUDA inputs take the Triton kernel (chapter 40a)
+INT8_KERNEL_MAX_M = 512          # rows up to which CUDA inputs take the Triton kernel (chapter 40a)
 
 # %% ../../nbs/40_int8_weights.ipynb #b12c3dd3
 def int8_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
-    "y = (x q^T) s + b: the fp32 reference on the CPU, dequantize + cuBLAS on CUDA (no Triton here)."
+    """y = (x q^T) s + b: the fp32 reference on the CPU, dequantize + cuBLAS on CUDA (no Triton
+    here)."""
     if not x.is_cuda:
         return int8_linear_reference(x, qweight, scale, bias)
     return F.linear(x, dequantize_int8(qweight, scale, x.dtype), bias)
 
 # %% ../../nbs/40_int8_weights.ipynb #9c597335
 class Int8Linear(nn.Module):
-    "A Column/RowParallelLinear with int8 `qweight` [N, K] and per-row `scale` [N]: forward is `int8_linear`."
+    """A Column/RowParallelLinear with int8 `qweight` [N, K] and per-row `scale` [N]: forward is
+    `int8_linear`."""
 
-    TP_ATTRIBUTES = ("in_features", "out_features", "tp_rank", "tp_size", "tp_group", "output_size_per_partition",
+    TP_ATTRIBUTES = ("in_features", "out_features", "tp_rank", "tp_size", "tp_group",
+                     "output_size_per_partition",
                      "input_size_per_partition")
 
     def __init__(self, qweight: torch.Tensor, scale: torch.Tensor, bias: nn.Parameter | None = None,
                  is_row_parallel: bool = False):
         super().__init__()
         if qweight.dtype != torch.int8 or qweight.dim() != 2 or scale.shape != qweight.shape[:1]:
-            raise ValueError(f"need qweight [N, K] int8 and scale [N], got {qweight.dtype} {tuple(qweight.shape)} "
+            raise ValueError(f"need qweight [N, K] int8 and scale [N], got {qweight.dtype} "
+                             f"{tuple(qweight.shape)} "
                              f"and {tuple(scale.shape)}")
         self.register_buffer("qweight", qweight)
         self.register_buffer("scale", scale)
         self.register_parameter("bias", bias)
-        self.kernel = None                           # kernel(x, qweight, scale, bias): chapter 40a's, on CUDA
-        self.is_row_parallel, self.tp_rank, self.tp_size, self.tp_group = is_row_parallel, 0, 1, None
+        self.kernel = None                 # kernel(x, qweight, scale, bias): chapter 40a's, on CUDA
+        self.is_row_parallel, self.tp_rank, self.tp_size, self.tp_group = (
+            is_row_parallel,
+            0,
+            1,
+            None,
+        )
 
     @classmethod
     def from_linear(cls, linear: nn.Module) -> "Int8Linear":
-        "Quantize a ColumnParallelLinear or RowParallelLinear (its weight, on its device), keeping bias and tp state."
+        """Quantize a ColumnParallelLinear or RowParallelLinear (its weight, on its device), keeping
+        bias and tp state."""
         out = cls(*quantize_int8(linear.weight), linear.bias, isinstance(linear, RowParallelLinear))
         for name in cls.TP_ATTRIBUTES:
             if hasattr(linear, name):
@@ -84,7 +100,8 @@ class Int8Linear(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        bias = None if self.is_row_parallel and self.tp_rank != 0 else self.bias    # row-parallel: rank 0 only
+        # row-parallel: rank 0 only
+        bias = None if self.is_row_parallel and self.tp_rank != 0 else self.bias
         out = (self.kernel or int8_linear)(x, self.qweight, self.scale, bias)
         if self.is_row_parallel and self.tp_size > 1 and self.tp_group is not None:
             out = self.tp_group.all_reduce(out)
@@ -92,25 +109,30 @@ class Int8Linear(nn.Module):
 
     def extra_repr(self) -> str:
         n, k = self.qweight.shape
-        return f"in={k}, out={n}, bias={self.bias is not None}, int8, scale={self.scale.dtype}, tp={self.tp_rank}/{self.tp_size}"
+        return (f"in={k}, out={n}, bias={self.bias is not None}, int8, scale={self.scale.dtype}, "
+                f"tp={self.tp_rank}/{self.tp_size}")
 
 # %% ../../nbs/40_int8_weights.ipynb #cf258af1
 def model_bytes(model: nn.Module) -> int:
-    "Bytes of `model`'s parameters and persistent buffers, each storage counted once (tied weights)."
+    """Bytes of `model`'s parameters and persistent buffers, each storage counted once (tied
+    weights)."""
     tensors = {t.data_ptr(): t for t in model.state_dict(keep_vars=True).values()}
     return sum(t.numel() * t.element_size() for t in tensors.values())
 
 # %% ../../nbs/40_int8_weights.ipynb #647a038f
 @torch.no_grad()
 def quantize_model(model: nn.Module, skip: tuple[str, ...] = ("kv_b_proj",)) -> dict:
-    "Swap every Column/RowParallelLinear (attribute names in `skip` excepted) for an Int8Linear, in place."
+    """Swap every Column/RowParallelLinear (attribute names in `skip` excepted) for an Int8Linear,
+    in place."""
     before = model_bytes(model)
     names = [name for name, m in model.named_modules()
-             if isinstance(m, (ColumnParallelLinear, RowParallelLinear)) and name.rpartition(".")[2] not in skip]
+             if isinstance(m, (ColumnParallelLinear, RowParallelLinear))
+             and name.rpartition(".")[2] not in skip]
     for name in names:
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name)
-        setattr(parent, attr, Int8Linear.from_linear(getattr(parent, attr)))   # the old weight is freed here
+        # the old weight is freed here
+        setattr(parent, attr, Int8Linear.from_linear(getattr(parent, attr)))
     return {"layers": len(names), "bytes_before": before, "bytes_after": model_bytes(model)}
 
 # %% ../../nbs/40_int8_weights.ipynb #91e28caf

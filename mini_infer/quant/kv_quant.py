@@ -22,23 +22,28 @@ from ..layers.attention import Attention, AttentionMetadata, KVStreamSpec, store
 
 # %% ../../nbs/42_turboquant.ipynb #1b9acdf3
 def coordinate_density(x: torch.Tensor, d: int) -> torch.Tensor:
-    "Density of one coordinate of a uniform random unit vector in R^d [zandieh2025turboquant, Lemma 1]."
+    """Density of one coordinate of a uniform random unit vector in R^d [zandieh2025turboquant,
+    Lemma 1]."""
     log_c = math.lgamma(d / 2) - 0.5 * math.log(math.pi) - math.lgamma((d - 1) / 2)
     return torch.exp(log_c + (d - 3) / 2 * torch.log1p(-x * x).clamp_min(-1e300))
 
 # %% ../../nbs/42_turboquant.ipynb #bd22ab4f
 @lru_cache(maxsize=None)
-def lloyd_max_codebook(bits: int, d: int, iters: int = 300, grid_size: int = 40_001) -> torch.Tensor:
-    "The 2^bits centroids (float64, sorted) minimising Eq. 4 for Lemma 1's density [zandieh2025turboquant]."
+def lloyd_max_codebook(bits: int, d: int, iters: int = 300,
+                       grid_size: int = 40_001) -> torch.Tensor:
+    """The 2^bits centroids (float64, sorted) minimising Eq. 4 for Lemma 1's density
+    [zandieh2025turboquant]."""
     sd = d ** -0.5
-    x = torch.linspace(-12 * sd, 12 * sd, grid_size, dtype=torch.float64).clamp(-1, 1)   # all the mass
+    # all the mass
+    x = torch.linspace(-12 * sd, 12 * sd, grid_size, dtype=torch.float64).clamp(-1, 1)
     w = coordinate_density(x, d)
     c = torch.linspace(-1.5, 1.5, 2**bits, dtype=torch.float64) * sd * (2 if bits > 2 else 1)
     for _ in range(iters):
-        cell = torch.bucketize(x, (c[1:] + c[:-1]) / 2)                 # nearest centroid of each grid point
+        cell = torch.bucketize(x, (c[1:] + c[:-1]) / 2)        # nearest centroid of each grid point
         mass = torch.zeros_like(c).index_add_(0, cell, w)
         c = torch.zeros_like(c).index_add_(0, cell, w * x) / mass       # the mean of each cell
-        c = (c - c.flip(0)) / 2                                         # f_X is even: keep c exactly symmetric
+        # f_X is even: keep c exactly symmetric
+        c = (c - c.flip(0)) / 2
     return c
 
 
@@ -52,20 +57,21 @@ def codebook_cost(c: torch.Tensor, d: int, grid_size: int = 400_001) -> float:
 # %% ../../nbs/42_turboquant.ipynb #f527e8f1
 @lru_cache(maxsize=None)
 def random_rotation(d: int, seed: int = 0) -> torch.Tensor:
-    "A Haar-random orthogonal matrix Pi [d, d] (float64) from a fixed seed [zandieh2025turboquant, Alg. 1]."
+    """A Haar-random orthogonal matrix Pi [d, d] (float64) from a fixed seed [zandieh2025turboquant,
+    Alg. 1]."""
     g = torch.Generator().manual_seed(seed)
     q, r = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
-    return q * torch.sign(torch.diagonal(r))[None, :]                   # signs fixed: Haar, not just orthogonal
+    return q * torch.sign(torch.diagonal(r))[None, :]       # signs fixed: Haar, not just orthogonal
 
 # %% ../../nbs/42_turboquant.ipynb #c40ff685
-PLANES = {1: (1,), 2: (2,), 3: (2, 1), 4: (4,)}      # bits -> widths of its bit planes, low bits first
+PLANES = {1: (1,), 2: (2,), 3: (2, 1), 4: (4,)}   # bits -> widths of its bit planes, low bits first
 
 
 def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
     "Codes [..., D] in [0, 2^bits) -> bytes [..., bits * D / 8], one bit plane after another."
     planes, shift = [], 0
     for w in PLANES[bits]:
-        per = 8 // w                                                     # codes per byte in this plane
+        per = 8 // w                                                  # codes per byte in this plane
         v = ((codes >> shift) & ((1 << w) - 1)).to(torch.uint8)
         v = v.view(*codes.shape[:-1], codes.shape[-1] // per, per)       # [..., D / per, per]
         lanes = torch.arange(per, dtype=torch.uint8, device=codes.device) * w
@@ -76,7 +82,8 @@ def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
 
 def unpack_codes(packed: torch.Tensor, bits: int, d: int) -> torch.Tensor:
     "Bytes [..., bits * D / 8] -> codes [..., D] (int64): the inverse of `pack_codes`."
-    codes, start, shift = torch.zeros(*packed.shape[:-1], d, dtype=torch.int64, device=packed.device), 0, 0
+    codes, start, shift = (torch.zeros(*packed.shape[:-1], d, dtype=torch.int64,
+                                       device=packed.device), 0, 0)
     for w in PLANES[bits]:
         per = 8 // w
         lanes = torch.arange(per, device=packed.device) * w
@@ -88,14 +95,16 @@ def unpack_codes(packed: torch.Tensor, bits: int, d: int) -> torch.Tensor:
 # %% ../../nbs/42_turboquant.ipynb #f747f655
 @dataclass(frozen=True)
 class TurboQuantMSE:
-    "b-bit TurboQuant_mse codec for [T, Hkv, D] rows: packed codes + float32 norm [zandieh2025turboquant, Alg. 1]."
+    """b-bit TurboQuant_mse codec for [T, Hkv, D] rows: packed codes + float32 norm
+    [zandieh2025turboquant, Alg. 1]."""
     bits: int
     head_dim: int
     seed: int = 0
 
     def __post_init__(self):
         if self.bits not in PLANES or self.head_dim % 8:
-            raise ValueError(f"TurboQuant needs 1..4 bits and a head_dim divisible by 8, got {self.bits}, "
+            raise ValueError("TurboQuant needs 1..4 bits and a head_dim divisible by 8, got "
+                             f"{self.bits}, "
                              f"{self.head_dim}")
 
     @property
@@ -106,12 +115,13 @@ class TurboQuantMSE:
 
     def parts(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         "Per-token, per-KV-head parts: suffix -> (shape, dtype)."
-        return {"": ((self.bits * self.head_dim // 8,), torch.uint8), "_norm": ((1,), torch.float32)}
+        return {"": ((self.bits * self.head_dim // 8,), torch.uint8),
+                "_norm": ((1,), torch.float32)}
 
     def encode_unit(self, u: torch.Tensor) -> torch.Tensor:
         "Codes [..., D] of unit rows u (float64): nearest centroid of each rotated coordinate."
         c = self.centroids.to(u.device)
-        return torch.bucketize(u @ self.rotation.to(u.device).T, (c[1:] + c[:-1]) / 2)      # y = Pi u
+        return torch.bucketize(u @ self.rotation.to(u.device).T, (c[1:] + c[:-1]) / 2)    # y = Pi u
 
     def decode_unit(self, codes: torch.Tensor) -> torch.Tensor:
         "Unit rows (float64) of codes [..., D]: Pi^T c_idx."
@@ -120,7 +130,7 @@ class TurboQuantMSE:
     def encode(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         "x [T, Hkv, D] -> {suffix: [T, Hkv, *shape]}."
         x = x.double()
-        norm = x.norm(dim=-1, keepdim=True)                                                  # [T, Hkv, 1]
+        norm = x.norm(dim=-1, keepdim=True)                                            # [T, Hkv, 1]
         codes = self.encode_unit(x / norm.clamp_min(1e-30))
         return {"": pack_codes(codes, self.bits), "_norm": norm.float()}
 
@@ -132,13 +142,15 @@ class TurboQuantMSE:
 # %% ../../nbs/42_turboquant.ipynb #ccfac110
 @lru_cache(maxsize=None)
 def qjl_matrix(d: int, seed: int = 1) -> torch.Tensor:
-    "S [d, d] with i.i.d. N(0, 1) entries (float64), the QJL projection [zandieh2025turboquant, Def. 1]."
+    """S [d, d] with i.i.d. N(0, 1) entries (float64), the QJL projection [zandieh2025turboquant,
+    Def. 1]."""
     return torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
 @dataclass(frozen=True)
 class TurboQuantProd(TurboQuantMSE):
-    "b-bit TurboQuant_prod: (b-1)-bit Alg. 1 codes + 1-bit QJL of the residual [zandieh2025turboquant, Alg. 2]."
+    """b-bit TurboQuant_prod: (b-1)-bit Alg. 1 codes + 1-bit QJL of the residual
+    [zandieh2025turboquant, Alg. 2]."""
 
     @property
     def centroids(self) -> torch.Tensor: return lloyd_max_codebook(self.bits - 1, self.head_dim)
@@ -150,29 +162,33 @@ class TurboQuantProd(TurboQuantMSE):
 
     def encode(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         x = x.double()
-        norm = x.norm(dim=-1, keepdim=True)                                                  # [T, Hkv, 1]
+        norm = x.norm(dim=-1, keepdim=True)                                            # [T, Hkv, 1]
         u = x / norm.clamp_min(1e-30)
         codes = self.encode_unit(u)
-        r = u - self.decode_unit(codes)                                                      # the residual
-        signs = (r @ qjl_matrix(self.head_dim).to(x.device).T >= 0).long()                  # sign(S r)
-        return {"": pack_codes(codes, self.bits - 1), "_norm": norm.float(), "_qjl": pack_codes(signs, 1),
+        r = u - self.decode_unit(codes)                                               # the residual
+        signs = (r @ qjl_matrix(self.head_dim).to(x.device).T >= 0).long()               # sign(S r)
+        return {"": pack_codes(codes, self.bits - 1), "_norm": norm.float(),
+                "_qjl": pack_codes(signs, 1),
                 "_gamma": r.norm(dim=-1, keepdim=True).float()}
 
     def decode(self, parts: dict[str, torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
         d = self.head_dim
         u = self.decode_unit(unpack_codes(parts[""], self.bits - 1, d))
         z = unpack_codes(parts["_qjl"], 1, d).double() * 2 - 1                               # +-1
-        u = u + math.sqrt(math.pi / 2) / d * parts["_gamma"].double() * (z @ qjl_matrix(d).to(z.device))
+        u = (u + math.sqrt(math.pi / 2) / d * parts["_gamma"].double()
+             * (z @ qjl_matrix(d).to(z.device)))
         return (parts["_norm"].double() * u).to(dtype)
 
 # %% ../../nbs/42_turboquant.ipynb #3320108c
 @dataclass(frozen=True)
 class KVCacheFormat:
-    "What a `kv_cache_dtype` names: key and value codecs (made per head_dim) and which layers keep full precision."
+    """What a `kv_cache_dtype` names: key and value codecs (made per head_dim) and which layers keep
+    full precision."""
     name: str
     key: Callable[[int], object]                 # head_dim -> codec (parts, encode, decode)
     value: Callable[[int], object]
-    keep_boundary_layers: bool = False           # the first and last attention layers stay in the model dtype
+    # the first and last attention layers stay in the model dtype
+    keep_boundary_layers: bool = False
 
     def codecs(self, head_dim: int) -> tuple[object, object]:
         "(key codec, value codec) for heads of `head_dim`."
@@ -180,9 +196,11 @@ class KVCacheFormat:
 
 # %% ../../nbs/42_turboquant.ipynb #49852f5e
 class QuantizedAttention(Attention):
-    "`Attention` whose k/v cache streams hold a codec's parts; a backend reads them [zandieh2025turboquant]."
+    """`Attention` whose k/v cache streams hold a codec's parts; a backend reads them
+    [zandieh2025turboquant]."""
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float, fmt: KVCacheFormat,
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, scale: float,
+                 fmt: KVCacheFormat,
                  backend: Callable, sliding_window: int | None = None):
         self.fmt, (self.key_codec, self.value_codec) = fmt, fmt.codecs(head_dim)
         super().__init__(num_heads, num_kv_heads, head_dim, scale, sliding_window, backend)
@@ -203,7 +221,9 @@ class QuantizedAttention(Attention):
     def forward(self, q, k, v, md: AttentionMetadata) -> torch.Tensor:
         "q [T, H, D], k/v [T, Hkv, D] -> [T, H, D]; encodes and writes k/v into the cache first."
         if self.kv_cache is None:
-            raise RuntimeError("QuantizedAttention.kv_cache is not bound: the model runner binds it")
+            raise RuntimeError(
+                "QuantizedAttention.kv_cache is not bound: the model runner binds it"
+            )
         md = md.view(self.kv_group)
         for name, x, codec in (("k", k, self.key_codec), ("v", v, self.value_codec)):
             for suffix, part in codec.encode(x).items():
@@ -215,19 +235,23 @@ KV_QUANT_BACKENDS = Registry("quantized-KV backend")   # kernel set name -> back
 
 
 def live_blocks(md: AttentionMetadata) -> tuple[torch.Tensor, AttentionMetadata]:
-    "The block ids the step's tables name [nb], and the metadata with tables renumbered 0..nb-1; memoised."
+    """The block ids the step's tables name [nb], and the metadata with tables renumbered 0..nb-1;
+    memoised."""
     if "kv_live_blocks" not in md.scratch:
-        ids, inverse = torch.unique(md.block_tables, return_inverse=True)                  # [nb], [B, W]
-        local = AttentionMetadata(md.cu_seqlens_q, md.seq_lens, md.slot_mapping, inverse.to(torch.int32),
+        ids, inverse = torch.unique(md.block_tables, return_inverse=True)             # [nb], [B, W]
+        local = AttentionMetadata(md.cu_seqlens_q, md.seq_lens, md.slot_mapping,
+                                  inverse.to(torch.int32),
                                   md.block_size, md.cu_seqlens_q_cpu, md.seq_lens_cpu)
         md.scratch["kv_live_blocks"] = (ids, local)
     return md.scratch["kv_live_blocks"]
 
 
-def decode_blocks(layer: QuantizedAttention, name: str, block_ids: torch.Tensor, dtype) -> torch.Tensor:
+def decode_blocks(layer: QuantizedAttention, name: str, block_ids: torch.Tensor,
+                  dtype) -> torch.Tensor:
     "Stream `name` (k or v) of blocks `block_ids` decoded to [nb, P, Hkv, D] in `dtype`."
     codec = layer.key_codec if name == "k" else layer.value_codec
-    return codec.decode({s: layer.kv_cache[name + s].index_select(0, block_ids) for s in codec.parts()}, dtype)
+    return codec.decode({s: layer.kv_cache[name + s].index_select(0, block_ids)
+                         for s in codec.parts()}, dtype)
 
 # %% ../../nbs/42_turboquant.ipynb #2af48e0c
 @dataclass(frozen=True)
@@ -235,9 +259,11 @@ class DequantizingBackend:
     "A float backend (chapter 11/21) over a quantized cache: the step's live blocks decoded first."
     attention: Callable
 
-    def __call__(self, q: torch.Tensor, layer: QuantizedAttention, md: AttentionMetadata) -> torch.Tensor:
+    def __call__(self, q: torch.Tensor, layer: QuantizedAttention,
+                 md: AttentionMetadata) -> torch.Tensor:
         ids, local = live_blocks(md)
-        k, v = decode_blocks(layer, "k", ids, q.dtype), decode_blocks(layer, "v", ids, q.dtype)   # [nb, P, Hkv, D]
+        # [nb, P, Hkv, D]
+        k, v = decode_blocks(layer, "k", ids, q.dtype), decode_blocks(layer, "v", ids, q.dtype)
         return self.attention(q, k, v, local, layer.scale, layer.sliding_window)
 
 
@@ -246,16 +272,21 @@ for _name in ("reference", "paged", "torch"):
 
 # %% ../../nbs/42_turboquant.ipynb #7f3e6f77
 def quantize_kv_cache(model: nn.Module, fmt: KVCacheFormat, kernels: str) -> dict:
-    "Swap each `Attention` of `model` for a `QuantizedAttention` of `fmt` read by `kernels`' backend."
+    """Swap each `Attention` of `model` for a `QuantizedAttention` of `fmt` read by `kernels`'
+    backend."""
     other = sorted({type(m).__name__ for m in model.modules()
                     if hasattr(m, "kv_streams") and not isinstance(m, Attention)})
     if other:
-        raise ValueError(f"kv_cache_dtype={fmt.name!r} quantizes the k/v streams of Attention layers; "
-                         f"{', '.join(other)} keeps other streams (e.g. MLA's latent) that no codec covers "
+        raise ValueError(f"kv_cache_dtype={fmt.name!r} quantizes the k/v streams of Attention "
+                         "layers; "
+                         f"{', '.join(other)} keeps other streams (e.g. MLA's latent) that no "
+                         "codec covers "
                          "yet: use kv_cache_dtype='auto'")
     if kernels not in KV_QUANT_BACKENDS.names():
-        raise ValueError(f"kv_cache_dtype={fmt.name!r} cannot be read by kernels={kernels!r}: it has no "
-                         f"quantized-KV backend (those that have: {', '.join(KV_QUANT_BACKENDS.names())})")
+        raise ValueError(f"kv_cache_dtype={fmt.name!r} cannot be read by kernels={kernels!r}: it "
+                         "has no "
+                         "quantized-KV backend (those that have: "
+                         f"{', '.join(KV_QUANT_BACKENDS.names())})")
     backend = KV_QUANT_BACKENDS.lookup(kernels)
     sites = [(parent, name, m) for parent in model.modules() for name, m in parent.named_children()
              if isinstance(m, Attention)]
@@ -263,35 +294,42 @@ def quantize_kv_cache(model: nn.Module, fmt: KVCacheFormat, kernels: str) -> dic
     for i, (parent, name, m) in enumerate(sites):
         if i not in keep:
             setattr(parent, name, QuantizedAttention.of(m, fmt, backend))
-    return {"format": fmt.name, "quantized_layers": len(sites) - len(keep), "kept_layers": len(keep)}
+    return {"format": fmt.name, "quantized_layers": len(sites) - len(keep),
+            "kept_layers": len(keep)}
 
 # %% ../../nbs/42_turboquant.ipynb #b9f442d6
-@register_pass("kv_cache_dtype", order=85, applies=lambda c: KV_CACHE_DTYPES.lookup(c.kv_cache_dtype) is not None)
+@register_pass("kv_cache_dtype", order=85,
+               applies=lambda c: KV_CACHE_DTYPES.lookup(c.kv_cache_dtype) is not None)
 def kv_cache_dtype_pass(model: nn.Module, config) -> dict:
     "Model pass: the KV cache format `config.kv_cache_dtype` names, in every attention layer."
-    return quantize_kv_cache(model, KV_CACHE_DTYPES.lookup(config.kv_cache_dtype), config.resolved_kernels)
+    return quantize_kv_cache(model, KV_CACHE_DTYPES.lookup(config.kv_cache_dtype),
+                             config.resolved_kernels)
 
 # %% ../../nbs/42_turboquant.ipynb #befcbdf5
 def turbo_format(name: str, bits: int, qjl_keys: bool = False, keep_boundary_layers: bool = False
                  ) -> KVCacheFormat:
-    "A TurboQuant cache format: `bits` per coordinate for K and V, TurboQuant_prod keys if `qjl_keys`."
+    """A TurboQuant cache format: `bits` per coordinate for K and V, TurboQuant_prod keys if
+    `qjl_keys`."""
     key = TurboQuantProd if qjl_keys else TurboQuantMSE
-    return KVCacheFormat(name, lambda d: key(bits, d), lambda d: TurboQuantMSE(bits, d), keep_boundary_layers)
+    return KVCacheFormat(name, lambda d: key(bits, d), lambda d: TurboQuantMSE(bits, d),
+                         keep_boundary_layers)
 
 
 for _bits in (4, 3):
     KV_CACHE_DTYPES.register(f"turbo{_bits}", turbo_format(f"turbo{_bits}", _bits))
-    KV_CACHE_DTYPES.register(f"turbo{_bits}_qjl", turbo_format(f"turbo{_bits}_qjl", _bits, qjl_keys=True))
+    KV_CACHE_DTYPES.register(f"turbo{_bits}_qjl",
+                             turbo_format(f"turbo{_bits}_qjl", _bits, qjl_keys=True))
 
 # %% ../../nbs/42_turboquant.ipynb #749937b3
 def round_trip_cache(fmt: KVCacheFormat, head_dim: int, num_layers: int, hf_config=None):
-    "A `transformers` DynamicCache storing each new K/V after `fmt`'s encode-decode: the parity oracle."
+    """A `transformers` DynamicCache storing each new K/V after `fmt`'s encode-decode: the parity
+    oracle."""
     from transformers import DynamicCache
     key, value = fmt.codecs(head_dim)
     keep = {0, num_layers - 1} if fmt.keep_boundary_layers else set()
 
     def rt(codec, x):                                                  # x [B, Hkv, S, D]
-        y = x.transpose(1, 2).reshape(-1, *x.shape[1:2], x.shape[-1]).contiguous()      # [B*S, Hkv, D]
+        y = x.transpose(1, 2).reshape(-1, *x.shape[1:2], x.shape[-1]).contiguous()   # [B*S, Hkv, D]
         y = codec.decode(codec.encode(y), x.dtype)
         return y.view(x.shape[0], x.shape[2], x.shape[1], x.shape[3]).transpose(1, 2)
 
@@ -305,10 +343,13 @@ def round_trip_cache(fmt: KVCacheFormat, head_dim: int, num_layers: int, hf_conf
 
 # %% ../../nbs/42_turboquant.ipynb #aa1d3ddf
 @torch.no_grad()
-def hf_greedy_cached(model, token_ids: list[int], max_new_tokens: int, cache) -> tuple[list[int], torch.Tensor]:
-    "The reference model's greedy continuation and the prompt's logits [S, V], reading `cache` (chapter 02)."
+def hf_greedy_cached(model, token_ids: list[int], max_new_tokens: int,
+                     cache) -> tuple[list[int], torch.Tensor]:
+    """The reference model's greedy continuation and the prompt's logits [S, V], reading `cache`
+    (chapter 02)."""
     import inspect, warnings
-    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"   # 5.17
+    # 5.17
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     out_ids, step, first = [], torch.tensor([token_ids]), None
     for _ in range(max_new_tokens):
         with warnings.catch_warnings():

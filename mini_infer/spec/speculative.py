@@ -19,7 +19,8 @@ import torch
 from ..engine.kv_cache import kv_stream_groups
 from ..engine.llm_engine import LLMEngine, RequestOutput, make_block_manager
 from ..engine.model_runner import add_prompt_logprobs, prepare_inputs
-from ..engine.sampling import (Logprobs, SamplingRow, apply_filters, apply_penalties, gather_logprobs,
+from ..engine.sampling import (Logprobs, SamplingRow, apply_filters, apply_penalties,
+                                        gather_logprobs,
                                         is_plain_greedy, make_sampling_tensors, random_sample)
 from ..engine.scheduler import Scheduler, SchedulerOutput
 from ..engine.sequence import Sequence, SequenceStatus, append_token
@@ -80,7 +81,8 @@ class Proposer:
 
 # %% ../../nbs/50_speculative.ipynb #e0aa951e
 def ngram_lookup(token_ids: list[int], k: int, n_min: int = 1, n_max: int = 4) -> list[int]:
-    "Up to k tokens that followed the latest earlier match of the longest suffix of n_max..n_min tokens."
+    """Up to k tokens that followed the latest earlier match of the longest suffix of n_max..n_min
+    tokens."""
     ids = np.asarray(token_ids)
     L = len(ids)
     for n in range(min(n_max, L - 1), n_min - 1, -1):
@@ -99,14 +101,16 @@ class NgramProposer(Proposer):
     def check_config(cls, d: dict) -> SpeculativeConfig:
         sc = SpeculativeConfig.from_dict(d)
         lo, hi = sc.prompt_lookup_min, sc.prompt_lookup_max
-        check_option("speculative_config['prompt_lookup_min']", lo, _is_int(lo) and lo >= 1, "an integer >= 1")
+        check_option("speculative_config['prompt_lookup_min']", lo, _is_int(lo) and lo >= 1,
+                     "an integer >= 1")
         check_option("speculative_config['prompt_lookup_max']", hi, _is_int(hi) and hi >= lo,
                      f"an integer >= prompt_lookup_min={lo}")
         return sc
 
     def propose(self, seqs: list[Sequence], ks: list[int]) -> list[Proposal]:
         lo, hi = self.spec.prompt_lookup_min, self.spec.prompt_lookup_max
-        return [Proposal(ngram_lookup(s.token_ids, k, lo, hi) if k else []) for s, k in zip(seqs, ks)]
+        return [Proposal(ngram_lookup(s.token_ids, k, lo, hi) if k else []) for s,
+                k in zip(seqs, ks)]
 
 
 SPECULATIVE_METHODS.register("ngram", NgramProposer)
@@ -114,13 +118,15 @@ SPECULATIVE_METHODS.register("ngram", NgramProposer)
 # %% ../../nbs/50_speculative.ipynb #b7a83b68
 def max_drafts(seq: Sequence, k: int, max_model_len: int) -> int:
     "Drafts worth verifying for `seq` now: at most k, none past its max_tokens or the context."
-    return max(0, min(k, seq.params.max_tokens - seq.num_output_tokens - 1, max_model_len - len(seq)))
+    return max(0,
+               min(k, seq.params.max_tokens - seq.num_output_tokens - 1, max_model_len - len(seq)))
 
 
 class SpeculativeScheduler(Scheduler):
     "Chapter 22's scheduler, with `num_speculative_tokens` more tokens for each decoding sequence."
 
-    def __init__(self, block_manager, max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int,
+    def __init__(self, block_manager, max_num_seqs: int, max_num_batched_tokens: int,
+                 num_speculative_tokens: int,
                  max_model_len: int):
         super().__init__(block_manager, max_num_seqs, max_num_batched_tokens)
         self.num_speculative_tokens, self.max_model_len = num_speculative_tokens, max_model_len
@@ -154,7 +160,8 @@ def residual_probs(p: torch.Tensor, q: torch.Tensor | None, draft_id: int) -> to
 
 def verify_drafts(p: torch.Tensor, draft_ids: list[int], q: torch.Tensor | None,
                   u: torch.Tensor) -> tuple[int, torch.Tensor]:
-    "(drafts kept, distribution of the next token) from target p [k+1, V], drafts, q [k, V] and u ~ U[0,1) [k]."
+    """(drafts kept, distribution of the next token) from target p [k+1, V], drafts, q [k, V] and u
+    ~ U[0,1) [k]."""
     k = len(draft_ids)
     if k == 0:
         return 0, p[0]
@@ -180,36 +187,44 @@ class Drafted:
 
 @dataclass
 class SpeculativeOutput:
-    "One step's results per sampling sequence: emitted tokens (accepted drafts + one), logprobs, drafts kept."
+    """One step's results per sampling sequence: emitted tokens (accepted drafts + one), logprobs,
+    drafts kept."""
     token_ids: list[list[int]]
     logprobs: list[list[Logprobs | None]]
     num_accepted: list[int]
 
 # %% ../../nbs/50_speculative.ipynb #e536c89c
 class SpeculativeEngine(LLMEngine):
-    "LLMEngine whose decodes verify proposed tokens in the step's one packed forward [leviathan2023fast]."
+    """LLMEngine whose decodes verify proposed tokens in the step's one packed forward
+    [leviathan2023fast]."""
 
     extra_metrics = {"spec_decode_num_drafts": ("counter", "sequences whose drafts were verified"),
                      "spec_decode_num_draft_tokens": ("counter", "draft tokens verified"),
                      "spec_decode_num_accepted_tokens": ("counter", "draft tokens accepted"),
                      "spec_decode_proposer_seconds": ("counter", "time spent proposing"),
                      "spec_decode_acceptance_rate": ("gauge", "accepted / verified draft tokens"),
-                     "spec_decode_mean_accepted_length": ("gauge", "tokens emitted per verification")}
+                     "spec_decode_mean_accepted_length": ("gauge",
+                                                          "tokens emitted per verification")}
 
     def __init__(self, model=None, config=None, **options):
         super().__init__(model, config, **options)
         c = self.engine_config
         check_speculative_engine(self, c)
-        self.spec = SPECULATIVE_METHODS.lookup(c.speculative_config["method"]).check_config(c.speculative_config)
-        self.scheduler = SpeculativeScheduler(self.block_manager, c.max_num_seqs, c.max_num_batched_tokens,
+        self.spec = SPECULATIVE_METHODS.lookup(c.speculative_config["method"]).check_config(
+            c.speculative_config
+        )
+        self.scheduler = SpeculativeScheduler(self.block_manager, c.max_num_seqs,
+                                              c.max_num_batched_tokens,
                                               self.spec.num_speculative_tokens, self.max_model_len)
         self.proposer = SPECULATIVE_METHODS.lookup(self.spec.method)(self, self.spec)
         self.spec_counters = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
                               "proposer_seconds": 0.0}
-        self.seq_spec_stats: dict[int, list[int]] = {}         # seq id -> [verifications, drafts, accepted]
+        # seq id -> [verifications, drafts, accepted]
+        self.seq_spec_stats: dict[int, list[int]] = {}
 
     def stats(self) -> dict:
-        "Chapter 25's stats and the speculation counters, with acceptance rate and mean accepted length."
+        """Chapter 25's stats and the speculation counters, with acceptance rate and mean accepted
+        length."""
         s, sc = LLMEngine.stats(self), self.spec_counters
         rate = sc["num_accepted_tokens"] / sc["num_draft_tokens"] if sc["num_draft_tokens"] else 0.0
         length = 1 + sc["num_accepted_tokens"] / sc["num_drafts"] if sc["num_drafts"] else 0.0
@@ -223,11 +238,14 @@ ENGINES.register("speculative", SpeculativeEngine)
 def check_speculative_engine(engine: LLMEngine, c) -> None:
     "ValueError for options or KV streams speculative decoding does not support."
     for name in ("batch_invariant", "inject_faults"):
-        check_option(name, getattr(c, name), not getattr(c, name), "False with speculative decoding")
+        check_option(name, getattr(c, name), not getattr(c, name),
+                     "False with speculative decoding")
     for group, spec in engine.runner.groups.items():
         if spec.kind not in ("full", "sliding"):
-            raise ValueError(f"speculative decoding rolls back rejected tokens' KV, which the model's "
-                             f"{group!r} stream (kind {spec.kind!r}) cannot do; only full and sliding streams")
+            raise ValueError("speculative decoding rolls back rejected tokens' KV, which the "
+                             "model's "
+                             f"{group!r} stream (kind {spec.kind!r}) cannot do; only full and "
+                             "sliding streams")
 
 # %% ../../nbs/50_speculative.ipynb #799c7614
 from fastcore.basics import patch
@@ -238,14 +256,17 @@ from fastcore.basics import patch
 def run(self: SpeculativeEngine, plan: SchedulerOutput) -> tuple[list[Sequence], SpeculativeOutput]:
     "Propose, verify in one packed forward, accept: the sequences that sampled and their tokens."
     self.counters["steps"] += 1
-    ks = {seq.seq_id: seq.num_computed_tokens + n - len(seq) for seq, n in plan.scheduled}   # budgeted drafts
+    # budgeted drafts
+    ks = {seq.seq_id: seq.num_computed_tokens + n - len(seq) for seq, n in plan.scheduled}
     decoding = [seq for seq, _ in plan.scheduled if ks[seq.seq_id] > 0]
     t0 = time.perf_counter()
     self.proposer.release({s.seq_id for s in self.scheduler.running})
-    proposals = self.proposer.propose(decoding, [ks[s.seq_id] for s in decoding]) if decoding else []
+    proposals = (self.proposer.propose(decoding, [ks[s.seq_id] for s in decoding]) if decoding
+                 else [])
     self.spec_counters["proposer_seconds"] += time.perf_counter() - t0
     drafts = {s.seq_id: p for s, p in zip(decoding, proposals)}
-    plan.scheduled = [(seq, n - ks[seq.seq_id] + len(drafts[seq.seq_id].token_ids)) if seq.seq_id in drafts
+    plan.scheduled = [(seq, n - ks[seq.seq_id] + len(drafts[seq.seq_id].token_ids))
+                      if seq.seq_id in drafts
                       else (seq, n) for seq, n in plan.scheduled]
     logits, sampling = self.verify_forward(plan, drafts)
     return sampling, self.accept(logits, sampling, drafts) if sampling else None
@@ -253,20 +274,24 @@ def run(self: SpeculativeEngine, plan: SchedulerOutput) -> tuple[list[Sequence],
 # %% ../../nbs/50_speculative.ipynb #b8201f24
 @patch
 def verify_forward(self: SpeculativeEngine, plan: SchedulerOutput, drafts: dict) -> tuple:
-    "One packed forward, drafts appended: fp32 logits of each sampling sequence's last k+1 rows, those sequences."
-    views = [(Drafted(seq.token_ids + drafts[seq.seq_id].token_ids, seq.num_computed_tokens, seq.block_tables)
+    """One packed forward, drafts appended: fp32 logits of each sampling sequence's last k+1 rows,
+    those sequences."""
+    views = [(Drafted(seq.token_ids + drafts[seq.seq_id].token_ids, seq.num_computed_tokens,
+                      seq.block_tables)
               if seq.seq_id in drafts else seq, n) for seq, n in plan.scheduled]
-    input_ids, positions, md, _ = prepare_inputs(views, self.block_size, self.device, self.runner.groups)
+    input_ids, positions, md, _ = prepare_inputs(views, self.block_size, self.device,
+                                                 self.runner.groups)
     hidden = self.model(input_ids, positions, md)                                   # [T, d]
     rows, sampling = [], []
     for (seq, n), start in zip(plan.scheduled, md.cu_seqlens_q_cpu):
-        if seq.params.prompt_logprobs is not None and seq.num_computed_tokens < seq.num_prompt_tokens:
+        if (seq.params.prompt_logprobs is not None
+            and seq.num_computed_tokens < seq.num_prompt_tokens):
             add_prompt_logprobs(self.model, seq, hidden, start, n)
         k = len(drafts[seq.seq_id].token_ids) if seq.seq_id in drafts else 0
-        if seq.num_computed_tokens + n - k == len(seq):                              # this step samples
+        if seq.num_computed_tokens + n - k == len(seq):                          # this step samples
             rows += range(start + n - k - 1, start + n)
             sampling.append(seq)
-    return (self.model.compute_logits(hidden[rows]) if rows else None), sampling    # [sum(k + 1), V]
+    return (self.model.compute_logits(hidden[rows]) if rows else None), sampling   # [sum(k + 1), V]
 
 # %% ../../nbs/50_speculative.ipynb #2d17e3b3
 def _draft_ids(drafts: dict, seq: Sequence) -> list[int]:
@@ -275,7 +300,8 @@ def _draft_ids(drafts: dict, seq: Sequence) -> list[int]:
 
 @patch
 def target_rows(self: SpeculativeEngine, seqs: list[Sequence], drafts: dict) -> list[SamplingRow]:
-    "The sampling state at each verified row: the sequence's outputs plus the drafts before that row."
+    """The sampling state at each verified row: the sequence's outputs plus the drafts before that
+    row."""
     rows = []
     for seq in seqs:
         d, r = _draft_ids(drafts, seq), seq.row
@@ -286,7 +312,8 @@ def target_rows(self: SpeculativeEngine, seqs: list[Sequence], drafts: dict) -> 
 
 @patch
 def target_probs(self: SpeculativeEngine, logits: torch.Tensor, rows: list[SamplingRow]) -> tuple:
-    "(greedy ids [R] as a list, probabilities [R, V] after every processor or None, finite [R] as a list)."
+    """(greedy ids [R] as a list, probabilities [R, V] after every processor or None, finite [R] as
+    a list)."""
     finite = torch.isfinite(logits.amax(dim=-1))
     if all(is_plain_greedy(r, self.sampler.eos_token_ids) for r in rows):
         return logits.argmax(dim=-1).tolist(), None, finite.tolist()
@@ -294,14 +321,16 @@ def target_probs(self: SpeculativeEngine, logits: torch.Tensor, rows: list[Sampl
     logits = apply_penalties(logits, t)
     probs = None
     if t.random_rows:
-        probs = apply_filters(torch.where(finite[:, None], logits, 0.0), t).softmax(dim=-1)     # [R, V]
+        # [R, V]
+        probs = apply_filters(torch.where(finite[:, None], logits, 0.0), t).softmax(dim=-1)
     return logits.argmax(dim=-1).tolist(), probs, finite.tolist()
 
 # %% ../../nbs/50_speculative.ipynb #b7dda2bc
 @patch
 def accept(self: SpeculativeEngine, logits: torch.Tensor, seqs: list[Sequence],
            drafts: dict) -> SpeculativeOutput:
-    "Greedy acceptance or exact rejection sampling [leviathan2023fast, Alg. 1; chen2023accelerating, Alg. 2]."
+    """Greedy acceptance or exact rejection sampling [leviathan2023fast, Alg. 1;
+    chen2023accelerating, Alg. 2]."""
     rows = self.target_rows(seqs, drafts)
     greedy, probs, finite = self.target_probs(logits, rows)
     tokens, accepted, draws, r = [], [], [], 0
@@ -316,22 +345,26 @@ def accept(self: SpeculativeEngine, logits: torch.Tensor, seqs: list[Sequence],
         else:
             g = seq.row.generator or self.sampler.generator
             u = torch.rand(k, generator=g, device=logits.device)
-            a, dist = verify_drafts(probs[r:r + k + 1], d, drafts[seq.seq_id].probs if k else None, u)
+            a, dist = verify_drafts(probs[r:r + k + 1], d, drafts[seq.seq_id].probs if k else None,
+                                    u)
             toks = d[:a] + [None]
             draws.append((i, dist, seq.row.generator))
         tokens.append(toks), accepted.append(a)
         r += k + 1
     if draws:                                                      # one draw per sampling sequence
-        ids = random_sample(torch.stack([x[1] for x in draws]), [x[2] for x in draws], self.sampler.generator)
+        ids = random_sample(torch.stack([x[1] for x in draws]), [x[2] for x in draws],
+                            self.sampler.generator)
         for (i, _, _), t in zip(draws, ids.tolist()):
             tokens[i][-1] = t
     return SpeculativeOutput(tokens, self.emitted_logprobs(logits, seqs, drafts, tokens), accepted)
 
 # %% ../../nbs/50_speculative.ipynb #62ad36f4
 @patch
-def emitted_logprobs(self: SpeculativeEngine, logits: torch.Tensor, seqs: list[Sequence], drafts: dict,
+def emitted_logprobs(self: SpeculativeEngine, logits: torch.Tensor, seqs: list[Sequence],
+                     drafts: dict,
                      tokens: list[list[int]]) -> list[list[Logprobs | None]]:
-    "The target's logprobs of each emitted token (chapter 13's `gather_logprobs`), where a request asks."
+    """The target's logprobs of each emitted token (chapter 13's `gather_logprobs`), where a request
+    asks."""
     out, want, r = [], [], 0
     for seq, toks in zip(seqs, tokens):
         n = seq.params.logprobs
@@ -341,7 +374,8 @@ def emitted_logprobs(self: SpeculativeEngine, logits: torch.Tensor, seqs: list[S
         r += len(_draft_ids(drafts, seq)) + 1
     if want:
         lp = logits[[w[2] for w in want]].log_softmax(dim=-1)                   # [W, V]
-        got = gather_logprobs(lp, torch.tensor([w[3] for w in want], device=lp.device), [w[4] for w in want])
+        got = gather_logprobs(lp, torch.tensor([w[3] for w in want], device=lp.device),
+                              [w[4] for w in want])
         for (i, j, *_), x in zip(want, got):
             out[i][j] = x
     return out
@@ -364,7 +398,7 @@ def postprocess(self: SpeculativeEngine, plan: SchedulerOutput, sampled: list[Se
         try:
             self.append_tokens(seq, toks, lps, k, a)
             if not seq.is_finished:
-                seq.num_computed_tokens = c + n - k + a              # before the drafts, and the kept ones
+                seq.num_computed_tokens = c + n - k + a       # before the drafts, and the kept ones
                 rollback_slots(self.block_manager, seq)
                 self.block_manager.cache_full_blocks(seq)
             if toks:
@@ -379,7 +413,8 @@ def postprocess(self: SpeculativeEngine, plan: SchedulerOutput, sampled: list[Se
 
 # %% ../../nbs/50_speculative.ipynb #d98e677f
 @patch
-def append_tokens(self: SpeculativeEngine, seq: Sequence, toks: list[int], lps: list, k: int, a: int) -> None:
+def append_tokens(self: SpeculativeEngine, seq: Sequence, toks: list[int], lps: list, k: int,
+                  a: int) -> None:
     "Append the emitted tokens until a stop rule fires; count the verification."
     for t, lp in zip(toks, lps):
         if t < 0:
@@ -402,14 +437,17 @@ def request_output(self: SpeculativeEngine, request_id: str) -> RequestOutput:
     per_seq = [self.seq_spec_stats.pop(s.seq_id, [0, 0, 0]) for s in seqs]
     v, d, a = (sum(st[i] for st in per_seq) for i in range(3))
     out = LLMEngine.request_output(self, request_id)
-    out.metrics = {"spec_num_verifications": v, "spec_num_draft_tokens": d, "spec_num_accepted_tokens": a,
-                   "spec_acceptance_rate": a / d if d else 0.0, "spec_mean_accepted_length": 1 + a / v if v else 0.0}
+    out.metrics = {"spec_num_verifications": v, "spec_num_draft_tokens": d,
+                   "spec_num_accepted_tokens": a,
+                   "spec_acceptance_rate": a / d if d else 0.0, "spec_mean_accepted_length": 1
+                   + a / v if v else 0.0}
     return out
 
 # %% ../../nbs/50_speculative.ipynb #0f14369d
 def draft_tokens(logits: torch.Tensor, rows: list[SamplingRow], eos_token_ids,
                  generator: torch.Generator) -> tuple[list[int], list[torch.Tensor | None]]:
-    "Each row's draft and its q [V] (None for greedy rows): chapter 13's processors, then argmax or a draw."
+    """Each row's draft and its q [V] (None for greedy rows): chapter 13's processors, then argmax
+    or a draw."""
     if all(is_plain_greedy(r, eos_token_ids) for r in rows):
         return logits.argmax(dim=-1).tolist(), [None] * len(rows)
     t = make_sampling_tensors(rows, logits.shape[-1], eos_token_ids, logits.device)
@@ -429,9 +467,12 @@ class ModelProposer(Proposer):
 
     groups: dict = {}
 
-    def views(self, seqs: list[Sequence], ks: list[int]) -> list[Sequence | None]: raise NotImplementedError
-    def forward(self, input_ids, positions, md) -> torch.Tensor: raise NotImplementedError      # [T, d]
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor: raise NotImplementedError   # [B, V]
+    def views(self, seqs: list[Sequence], ks: list[int]) -> list[Sequence
+                                                                 | None]: raise NotImplementedError
+    # [T, d]
+    def forward(self, input_ids, positions, md) -> torch.Tensor: raise NotImplementedError
+    # [B, V]
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor: raise NotImplementedError
 
     @torch.no_grad()
     def propose(self, seqs: list[Sequence], ks: list[int]) -> list[Proposal]:
@@ -443,8 +484,9 @@ class ModelProposer(Proposer):
                 break
             scheduled = [(views[i], len(views[i]) - views[i].num_computed_tokens) for i in live]
             ids, pos, md, last = prepare_inputs(scheduled, e.block_size, e.device, self.groups)
-            logits = self.compute_logits(self.forward(ids, pos, md)[last])               # [B_live, V]
-            rows = [SamplingRow(s.params, s.row.prompt_token_ids, s.row.output_token_ids + drafts[i],
+            logits = self.compute_logits(self.forward(ids, pos, md)[last])             # [B_live, V]
+            rows = [SamplingRow(s.params, s.row.prompt_token_ids, s.row.output_token_ids
+                                + drafts[i],
                                 s.row.generator) for i, s in ((i, seqs[i]) for i in live)]
             toks, q = draft_tokens(logits, rows, e.sampler.eos_token_ids, e.sampler.generator)
             for i, t, qi in zip(live, toks, q):
@@ -470,26 +512,29 @@ class LayerSkipProposer(ModelProposer):
         super().__init__(engine, spec)
         body = engine.model.model
         if not isinstance(body, DecoderModel):
-            raise ValueError(f"layer_skip needs chapter 12's decoder skeleton; {type(body).__name__} is not one")
+            raise ValueError("layer_skip needs chapter 12's decoder skeleton; "
+                             f"{type(body).__name__} is not one")
         L = len(body.layers)
         self.num_layers = spec.num_layers or max(1, L // 4)
         check_option("speculative_config['num_layers']", self.num_layers, self.num_layers < L,
                      f"fewer than the target's {L} layers")
         self.groups = engine.runner.groups
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor: return self.engine.model.compute_logits(hidden)
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.engine.model.compute_logits(hidden)
 
     def views(self, seqs, ks):
         out = []
         for s in seqs:
             v = Sequence(-1, 0, s.token_ids, s.params, None, None)
-            v.num_computed_tokens, v.block_tables = s.num_computed_tokens, s.block_tables   # shared tables
+            # shared tables
+            v.num_computed_tokens, v.block_tables = s.num_computed_tokens, s.block_tables
             out.append(v)
         return out
 
     def forward(self, input_ids, positions, md) -> torch.Tensor:
-        body = self.engine.model.model                                  # chapter 12's DecoderModel.forward,
-        hidden, residual = body.embed_tokens(input_ids), None           # stopped after num_layers layers
+        body = self.engine.model.model                          # chapter 12's DecoderModel.forward,
+        hidden, residual = body.embed_tokens(input_ids), None   # stopped after num_layers layers
         for layer in body.layers[:self.num_layers]:
             hidden, residual = layer(positions, hidden, residual, md)
         return body.norm(hidden, residual)[0]                           # [T, d]
@@ -506,7 +551,8 @@ def common_prefix_len(a: list[int], b: list[int]) -> int:
 
 
 class DraftModelProposer(ModelProposer):
-    "A smaller model with the target's vocabulary and its own paged KV cache [leviathan2023fast, Sec. 3]."
+    """A smaller model with the target's vocabulary and its own paged KV cache [leviathan2023fast,
+    Sec. 3]."""
 
     @classmethod
     def check_config(cls, d: dict) -> SpeculativeConfig:
@@ -517,18 +563,23 @@ class DraftModelProposer(ModelProposer):
 
     def __init__(self, engine, spec: SpeculativeConfig):
         super().__init__(engine, spec)
-        c = replace(engine.engine_config, model=spec.model, speculative_config=None, enable_prefix_caching=False)
-        self.config, self.model, _ = load_model(spec.model, c.torch_dtype, c.torch_device, c.load_format)
+        c = replace(engine.engine_config, model=spec.model, speculative_config=None,
+                    enable_prefix_caching=False)
+        self.config, self.model, _ = load_model(spec.model, c.torch_dtype, c.torch_device,
+                                                c.load_format)
         check_draft(self.config, engine)
         prepare_model(self.model, c)
         self.block_manager = bm = make_block_manager(self.model, c, engine.max_model_len)
         rows = {p.group: p.num_rows for p in getattr(bm, "pools", [bm])}
         self.groups = {g: s for g, (s, _) in kv_stream_groups(self.model, c.torch_dtype).items()}
-        self.kv_cache_bytes = bind_kv_cache(self.model, rows, c.block_size, c.torch_dtype, c.torch_device)
+        self.kv_cache_bytes = bind_kv_cache(self.model, rows, c.block_size, c.torch_dtype,
+                                            c.torch_device)
         self.shadows: dict[int, Sequence] = {}
 
-    def forward(self, input_ids, positions, md) -> torch.Tensor: return self.model(input_ids, positions, md)
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor: return self.model.compute_logits(hidden)
+    def forward(self, input_ids, positions,
+                md) -> torch.Tensor: return self.model(input_ids, positions, md)
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.model.compute_logits(hidden)
 
     def release(self, running_ids: set[int]) -> None:
         for seq_id in [i for i in self.shadows if i not in running_ids]:
@@ -538,7 +589,8 @@ class DraftModelProposer(ModelProposer):
         out = []
         for s, k in zip(seqs, ks):
             v = self.shadows.setdefault(s.seq_id, Sequence(s.seq_id, 0, [], s.params, None, None))
-            v.num_computed_tokens = min(v.num_computed_tokens, common_prefix_len(v.token_ids, s.token_ids))
+            v.num_computed_tokens = min(v.num_computed_tokens,
+                                        common_prefix_len(v.token_ids, s.token_ids))
             v.token_ids = list(s.token_ids)
             fits = self.block_manager.allocate_slots(v, len(v) - v.num_computed_tokens + k - 1)
             out.append(v if fits else None)
@@ -548,10 +600,12 @@ class DraftModelProposer(ModelProposer):
 def check_draft(config, engine) -> None:
     "ValueError unless the draft shares the target's vocabulary and covers its context."
     if config.vocab_size != engine.config.vocab_size:
-        raise ValueError(f"the draft model's vocabulary has {config.vocab_size} tokens, the target's "
+        raise ValueError(f"the draft model's vocabulary has {config.vocab_size} tokens, the "
+                         "target's "
                          f"{engine.config.vocab_size}: a draft must share the target's tokenizer")
     if config.max_position_embeddings < engine.max_model_len:
-        raise ValueError(f"the draft model's context ({config.max_position_embeddings} tokens) is shorter than "
+        raise ValueError(f"the draft model's context ({config.max_position_embeddings} tokens) is "
+                         "shorter than "
                          f"the engine's max_model_len={engine.max_model_len}")
 
 

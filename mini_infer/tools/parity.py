@@ -27,7 +27,8 @@ from ..testing import tiny_config
 
 # %% ../../nbs/29_parity.ipynb #c5489e0e
 def parse_overrides(items: list[str]) -> dict:
-    "`['k=v', ...]` -> {k: v}, each value read as JSON when it parses (`2`, `true`, `null`), else a string."
+    """`['k=v', ...]` -> {k: v}, each value read as JSON when it parses (`2`, `true`, `null`), else
+    a string."""
     out = {}
     for item in items:
         key, sep, text = item.partition("=")
@@ -41,15 +42,19 @@ def parse_overrides(items: list[str]) -> dict:
 
 # %% ../../nbs/29_parity.ipynb #a3018469
 def model_type_config(model_type: str) -> dict:
-    "A config dict for a `transformers` model type: chapter 00's tiny one, else transformers' defaults."
+    """A config dict for a `transformers` model type: chapter 00's tiny one, else transformers'
+    defaults."""
     try:
         return tiny_config(model_type)
     except ValueError:
         pass
     from transformers import AutoConfig
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL_LMS
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as CAUSAL_LMS,
+    )
     if model_type not in CAUSAL_LMS:
-        raise ValueError(f"{model_type!r} is not a path that exists nor a transformers causal-LM model type")
+        raise ValueError(f"{model_type!r} is not a path that exists nor a transformers causal-LM "
+                         "model type")
     config = AutoConfig.for_model(model_type).to_dict()
     return {**config, "architectures": config.get("architectures") or [CAUSAL_LMS[model_type]]}
 
@@ -67,7 +72,8 @@ def reference_source(model: str, overrides: dict) -> tuple[dict | None, Path | N
     if path.is_dir() or path.suffix == ".json":
         return {**read_config_json(path), **overrides}, None
     if path.exists() or "/" in model:
-        raise ValueError(f"{model} is neither a checkpoint directory, a config.json nor a .gguf file")
+        raise ValueError(f"{model} is neither a checkpoint directory, a config.json nor a .gguf "
+                         "file")
     return {**model_type_config(model), **overrides}, None
 
 # %% ../../nbs/29_parity.ipynb #5271518b
@@ -85,14 +91,15 @@ def build_pair(model: str, overrides: dict, workdir, dtype: str = "float32", dev
     config, path = reference_source(model, overrides)
     torch_dtype = resolve_dtype(dtype)
     if config is not None:
-        hf_config(config)                                       # a bad key fails here, with transformers' message
+        hf_config(config)                         # a bad key fails here, with transformers' message
         hf = hf_tiny_model(config, seed, dtype=torch_dtype)
         path = save_tiny(hf, Path(workdir) / "reference")
     else:
         from transformers import AutoModelForCausalLM
         kw = dict(gguf_file=path.name) if path.suffix == ".gguf" else {}
         root = path.parent if path.suffix == ".gguf" else path
-        hf = AutoModelForCausalLM.from_pretrained(str(root), dtype=torch_dtype, attn_implementation="eager", **kw)
+        hf = AutoModelForCausalLM.from_pretrained(str(root), dtype=torch_dtype,
+                                                  attn_implementation="eager", **kw)
     llm = LLM(str(path), dtype=dtype, device=device, **engine_options)
     return _eager(hf).to(device), llm
 
@@ -106,22 +113,26 @@ class Check:
 
 
 def compare_tensors(name: str, ours: torch.Tensor, theirs: torch.Tensor) -> Check:
-    "Bits equal (same dtype and bit pattern) and the largest difference of two outputs of module `name`."
+    """Bits equal (same dtype and bit pattern) and the largest difference of two outputs of module
+    `name`."""
     if theirs.dim() == ours.dim() + 1 and theirs.shape[0] == 1:
         theirs = theirs[0]                                       # [1, S, ...] -> [S, ...]
     if ours.shape != theirs.shape:
-        return Check(name, None, f"shapes {tuple(ours.shape)} vs {tuple(theirs.shape)}: not compared")
+        return Check(name, None,
+                     f"shapes {tuple(ours.shape)} vs {tuple(theirs.shape)}: not compared")
     a, b = ours.detach().cpu().contiguous(), theirs.detach().cpu().contiguous()
     diff = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
     same = a.dtype == b.dtype and (a.view(torch.uint8) == b.view(torch.uint8)).all().item()
-    return Check(name, bool(same), f"max |diff| {diff:.3e}" + ("" if a.dtype == b.dtype else f" ({a.dtype})"))
+    return Check(name, bool(same), f"max |diff| {diff:.3e}"
+                 + ("" if a.dtype == b.dtype else f" ({a.dtype})"))
 
 # %% ../../nbs/29_parity.ipynb #b8e9ffa3
 def comparable_modules(hf: nn.Module, ours: nn.Module) -> list[str]:
     "Submodule names both models have, whose outputs mean the same thing on both sides."
     theirs = dict(hf.named_modules())
     skip = (DecoderLayer, nn.ModuleList, nn.ModuleDict)
-    return [n for n, m in ours.named_modules() if n in theirs and n not in ("", "model") and not isinstance(m, skip)]
+    return [n for n, m in ours.named_modules() if n in theirs and n not in ("", "model")
+            and not isinstance(m, skip)]
 
 
 def compare_modules(hf: nn.Module, llm: LLM, token_ids: list[int]) -> list[Check]:
@@ -152,19 +163,23 @@ def engine_prompts(g: torch.Generator, vocab_size: int, n: int, length: int) -> 
     return first + rest
 
 
-def check_greedy(hf: nn.Module, llm: LLM, prompts: list[list[int]], max_tokens: int, name: str) -> Check:
-    "Greedy continuations of `prompts`, one batched `generate` call, token for token against the reference."
+def check_greedy(hf: nn.Module, llm: LLM, prompts: list[list[int]], max_tokens: int,
+                 name: str) -> Check:
+    """Greedy continuations of `prompts`, one batched `generate` call, token for token against the
+    reference."""
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     outs = llm.generate(prompts, params)
     ref = [hf_greedy(hf, p, max_tokens) for p in prompts]
     same = [o.outputs[0].token_ids == r for o, r in zip(outs, ref)]
     tokens = sum(sum(a == b for a, b in zip(o.outputs[0].token_ids, r)) for o, r in zip(outs, ref))
-    return Check(name, all(same), f"{sum(same)}/{len(same)} sequences, {tokens}/{max_tokens * len(ref)} tokens")
+    return Check(name, all(same),
+                 f"{sum(same)}/{len(same)} sequences, {tokens}/{max_tokens * len(ref)} tokens")
 
 # %% ../../nbs/29_parity.ipynb #277648dd
 @dataclass
 class ParityReport:
-    "The parity table of one model: its modules up to the first divergence, then the end-to-end checks."
+    """The parity table of one model: its modules up to the first divergence, then the end-to-end
+    checks."""
     model: str
     modules: list[Check]
     checks: list[Check] = field(default_factory=list)
@@ -183,7 +198,8 @@ class ParityReport:
         return "\n".join([f"parity of {self.model}: {verdict}", *rows])
 
 # %% ../../nbs/29_parity.ipynb #675af549
-def run_parity(model: str, overrides: dict | None = None, dtype: str = "float32", device: str = "cpu",
+def run_parity(model: str, overrides: dict | None = None, dtype: str = "float32",
+               device: str = "cpu",
                prompt_len: int = 40, max_tokens: int = 16, num_prompts: int = 8, seed: int = 0,
                kernels: str = "auto") -> ParityReport:
     "Build both models of `model` and compare them: modules, logits, greedy, batched engine greedy."
@@ -196,21 +212,33 @@ def run_parity(model: str, overrides: dict | None = None, dtype: str = "float32"
         logits = compare_tensors(f"logits [{prompt_len}, {llm.config.vocab_size}]", llm.logits(ids),
                                  hf_logits(hf, ids))
         report.checks.append(logits)
-        report.checks.append(check_greedy(hf, llm, [ids], max_tokens, f"greedy, {max_tokens} tokens"))
+        report.checks.append(check_greedy(hf, llm, [ids], max_tokens,
+                                          f"greedy, {max_tokens} tokens"))
         prompts = engine_prompts(g, llm.config.vocab_size, num_prompts, prompt_len)
-        report.checks.append(check_greedy(hf, llm, prompts, max_tokens,
-                                          f"engine, {num_prompts} prompts batched, chunked prefill"))
+        report.checks.append(
+            check_greedy(
+                hf,
+                llm,
+                prompts,
+                max_tokens,
+                f"engine, {num_prompts} prompts batched, chunked prefill",
+            )
+        )
     return report
 
 # %% ../../nbs/29_parity.ipynb #7e29ee52
 def add_parity_arguments(p) -> None:
     "The arguments of `mini-infer parity`."
-    p.add_argument("model", metavar="MODEL", help="checkpoint directory, config.json, .gguf file or model type")
-    p.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
-                   help="config overrides, values as JSON (e.g. --set num_hidden_layers=2 hidden_size=64)")
+    p.add_argument("model", metavar="MODEL",
+                   help="checkpoint directory, config.json, .gguf file or model type")
+    p.add_argument("--set", dest="overrides", nargs="+", action="extend", default=[],
+                   metavar="KEY=VALUE",
+                   help="config overrides, values as JSON (e.g. --set num_hidden_layers=2 "
+                   "hidden_size=64)")
     p.add_argument("--dtype", default="float32", choices=list(DTYPES))
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
-    p.add_argument("--kernels", default="auto", help="our attention kernels (torch: transformers' op order)")
+    p.add_argument("--kernels", default="auto",
+                   help="our attention kernels (torch: transformers' op order)")
     p.add_argument("--prompt-len", type=int, default=40)
     p.add_argument("--max-tokens", type=int, default=16, help="greedy tokens per continuation")
     p.add_argument("--num-prompts", type=int, default=8, help="prompts batched through the engine")
@@ -221,7 +249,8 @@ def add_parity_arguments(p) -> None:
                      add_parity_arguments)
 def cmd_parity(a) -> int:
     "Print the parity table of `a.model`; 0 only if everything is identical."
-    report = run_parity(a.model, parse_overrides(a.overrides), a.dtype, a.device, a.prompt_len, a.max_tokens,
+    report = run_parity(a.model, parse_overrides(a.overrides), a.dtype, a.device, a.prompt_len,
+                        a.max_tokens,
                         a.num_prompts, a.seed, a.kernels)
     print(report.table())
     return 0 if report.ok else 1
