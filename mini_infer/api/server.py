@@ -693,9 +693,8 @@ class ServerConfig:
 class ServerState:
     "What the handlers share: the engine thread, the served name, the options, metrics, shutdown."
 
-    def __init__(self, thread: EngineThread, served_model_name: str, config: ServerConfig
-                 | None = None,
-                 **options):
+    def __init__(self, thread: EngineThread, served_model_name: str,
+                 config: ServerConfig | None = None, **options):
         self.thread, self.engine = thread, thread.engine
         self.config = config or ServerConfig(**options)
         self.served_model_name = served_model_name

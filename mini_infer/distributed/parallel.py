@@ -150,8 +150,8 @@ class LocalExpertLinear(ExpertLinear):
         super().__init__(num_local_experts, in_features, out_features, tp_dim)
         self.first_expert, self.num_global_experts = first_expert, num_experts
 
-    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, expert_id: int
-                      | None = None) -> None:
+    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor,
+                      expert_id: int | None = None) -> None:
         if expert_id is None:                                         # the whole stack [E, out, in]
             local = loaded_weight[self.first_expert:self.first_expert + self.num_experts]
             return super().weight_loader(param, local)

@@ -254,9 +254,8 @@ def kv_memory_budget(device, gpu_fraction: float = 0.9) -> int:
     return min(2 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 10)
 
 
-def num_kv_blocks_for_memory(bytes_per_token: int, block_size: int, device, max_blocks: int
-                             | None = None,
-                             gpu_fraction: float = 0.9) -> int:
+def num_kv_blocks_for_memory(bytes_per_token: int, block_size: int, device,
+                             max_blocks: int | None = None, gpu_fraction: float = 0.9) -> int:
     "Blocks of one full group the memory rule allows, at most `max_blocks`."
     blocks = max(1, kv_memory_budget(device, gpu_fraction) // (bytes_per_token * block_size))
     return blocks if max_blocks is None else min(blocks, max_blocks)
@@ -276,9 +275,8 @@ def group_blocks(spec: KVStreamSpec, num_blocks: int, max_num_seqs: int,
 
 
 def plan_kv_pools(groups: dict[str, tuple[KVStreamSpec, int]], block_size: int, budget: int,
-                  max_num_seqs: int,
-                  max_num_batched_tokens: int, max_blocks: int, num_blocks: int
-                  | None = None) -> dict[str, int]:
+                  max_num_seqs: int, max_num_batched_tokens: int, max_blocks: int,
+                  num_blocks: int | None = None) -> dict[str, int]:
     "Blocks per group: for `num_blocks` of context if given, else the most the byte `budget` holds."
     def size(n):
         return {g: group_blocks(spec, n, max_num_seqs, max_num_batched_tokens, block_size)

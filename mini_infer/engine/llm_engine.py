@@ -295,8 +295,8 @@ def check_request(self: LLMEngine, prompt, params: SamplingParams | None = None)
 
 @patch
 def add_request(self: LLMEngine, request_id: str, prompt, params: SamplingParams | None = None,
-                prompt_text: str | None = None, checked: tuple
-                | None = None) -> tuple[str | None, list[int]]:
+                prompt_text: str | None = None,
+                checked: tuple | None = None) -> tuple[str | None, list[int]]:
     """Check a request (unless `checked` holds `check_request`'s answer) and queue it; (text, token
     ids)."""
     if request_id in self.requests or request_id in self.finished:

@@ -97,8 +97,8 @@ class ModelRunner:
         return self.model.compute_logits(hidden[rows]) if rows else None             # [B_sample, V]
 
     @torch.no_grad()
-    def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput
-                                                                  | None]:
+    def run(self,
+            scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput | None]:
         "Forward the step's tokens; the sequences that sample, and their tokens."
         logits = self.forward(scheduled)
         sampling = [seq for seq, n in scheduled if seq.num_computed_tokens + n == len(seq)]
@@ -112,8 +112,8 @@ class BatchInvariantModelRunner(ModelRunner):
     batch_invariant = True
 
     @torch.no_grad()
-    def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput
-                                                                  | None]:
+    def run(self,
+            scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SamplerOutput | None]:
         logits = [lg for lg in (self.forward([s]) for s in scheduled) if lg is not None]
         sampling = [seq for seq, n in scheduled if seq.num_computed_tokens + n == len(seq)]
         return (sampling,

@@ -347,8 +347,8 @@ class Sampler:
     """Logits [B, V] of one step -> SamplerOutput, each row with its own SamplingParams (vLLM's
     pipeline)."""
 
-    def __init__(self, eos_token_ids: int | list[int] = (), seed: int = 0, device: str
-                 | torch.device = "cpu"):
+    def __init__(self, eos_token_ids: int | list[int] = (), seed: int = 0,
+                 device: str | torch.device = "cpu"):
         self.eos_token_ids = ([eos_token_ids] if isinstance(eos_token_ids, int)
                               else list(eos_token_ids))
         self.generator = make_generator(seed, device)   # shared by requests without a seed

@@ -78,8 +78,8 @@ def read_gguf_metadata(path: str | Path,
             buf.release()
 
 # %% ../../nbs/14_tokenizer.ipynb #2842db35
-def merges_from_vocab(vocab: dict[str, int], scores: dict[str, float]
-                      | None = None) -> list[tuple[str, str]]:
+def merges_from_vocab(vocab: dict[str, int],
+                      scores: dict[str, float] | None = None) -> list[tuple[str, str]]:
     """BPE merges implied by a vocabulary: each split of a token into two tokens, best first
     [sennrich2016neural]."""
     ranking = scores if scores is not None else vocab

@@ -18,9 +18,8 @@ from ..engine_config import KERNELS, KernelSet
 from ..layers.attention import AttentionMetadata, gather_paged
 
 # %% ../../nbs/21_paged_attention.ipynb #7a0a276a
-def kv_block_range(seq_lens: list[int], num_q: int, block_size: int, sliding_window: int
-                   | None = None
-                   ) -> tuple[list[int], list[int]]:
+def kv_block_range(seq_lens: list[int], num_q: int, block_size: int,
+                   sliding_window: int | None = None) -> tuple[list[int], list[int]]:
     """First and last block-table index holding a key that the last `num_q` queries of each sequence
     can see."""
     last = [(length - 1) // block_size for length in seq_lens]
@@ -74,9 +73,8 @@ def _gather_plan(md: AttentionMetadata, seq_ids: tuple, n: int, sliding_window: 
 
 # %% ../../nbs/21_paged_attention.ipynb #83e28b7d
 def paged_attention_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                          md: AttentionMetadata,
-                          seq_ids: list[int], scale: float, sliding_window: int
-                          | None = None) -> torch.Tensor:
+                          md: AttentionMetadata, seq_ids: list[int], scale: float,
+                          sliding_window: int | None = None) -> torch.Tensor:
     """Eq. 1 for the last n queries q [B, n, H, D] of sequences `seq_ids`, K/V gathered by block
     [kwon2023efficient]."""
     b, n, h, d = q.shape
@@ -162,10 +160,8 @@ def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 
 # %% ../../nbs/21_paged_attention.ipynb #e64390b8
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                    md: AttentionMetadata,
-                    scale: float, sliding_window: int | None = None, *, out: torch.Tensor
-                    | None = None
-                    ) -> torch.Tensor:
+                    md: AttentionMetadata, scale: float, sliding_window: int | None = None, *,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
     """Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], batched over sequences (Eq.
     1) [kwon2023efficient]."""
     check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
@@ -204,10 +200,8 @@ def sdpa_sequences(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
 
 
 def sdpa_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                   md: AttentionMetadata,
-                   scale: float, sliding_window: int | None = None, *, out: torch.Tensor
-                   | None = None
-                   ) -> torch.Tensor:
+                   md: AttentionMetadata, scale: float, sliding_window: int | None = None, *,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
     "The `sdpa` backend: every sequence of the batch, prefill or decode, through `sdpa_sequences`."
     check_attention_inputs(q, k_cache, v_cache, md, sliding_window)
     out = torch.empty_like(q) if out is None else out

@@ -75,8 +75,8 @@ def rms_norm_kernel(x_ptr, residual_ptr, weight_ptr, out_ptr, residual_out_ptr, 
     tl.store(out_ptr + row * stride_o + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 # %% ../../nbs/10a_triton_fused.ipynb #5227ebb5
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor
-             | None = None):
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+             residual: torch.Tensor | None = None):
     """RMSNorm over the last dim, `RMSNorm.forward`'s result: `out` or `(out, residual + x)`, new
     tensors."""
     n = x.shape[-1]

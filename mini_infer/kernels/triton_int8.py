@@ -91,11 +91,9 @@ def int8_splitk_reduce_kernel(part_ptr, scale_ptr, bias_ptr, y_ptr, M, N, stride
 _TL_DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 
 
-def int8_gemm(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor
-              | None,
-              out: torch.Tensor, block_m: int, block_n: int, block_k: int, split_k: int,
-              num_warps: int,
-              num_stages: int) -> torch.Tensor:
+def int8_gemm(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
+              bias: torch.Tensor | None, out: torch.Tensor, block_m: int, block_n: int,
+              block_k: int, split_k: int, num_warps: int, num_stages: int) -> torch.Tensor:
     """Launch y = (x q^T) s + b into out [M, N] with one explicit configuration (split-K: + the
     reduction)."""
     (M, K), N = x.shape, qweight.shape[0]
@@ -262,10 +260,10 @@ def gemv_config(M: int, N: int, K: int, int8: bool, num_sms: int) -> dict:
     return dict(block_n=block_n, block_k=max(64, block_k), num_warps=num_warps)
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None, bias: torch.Tensor
-         | None,
-         out: torch.Tensor, block_n: int | None = None, block_k: int | None = None,
-         num_warps: int | None = None, num_stages: int | None = None) -> torch.Tensor:
+def gemv(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None,
+         bias: torch.Tensor | None, out: torch.Tensor, block_n: int | None = None,
+         block_k: int | None = None, num_warps: int | None = None,
+         num_stages: int | None = None) -> torch.Tensor:
     """Launch the matrix-vector kernel for M <= 4 rows into out [M, N]: int8 weights with scales, or
     float weights."""
     (M, K), N = x.shape, weight.shape[0]
@@ -293,8 +291,8 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor | None, bias
     return out
 
 # %% ../../nbs/40a_triton_int8.ipynb #59ab16fb
-def triton_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
-                  | None = None) -> torch.Tensor:
+def triton_linear(x: torch.Tensor, weight: torch.Tensor,
+                  bias: torch.Tensor | None = None) -> torch.Tensor:
     """x W^T + b for float weights: the matrix-vector kernel for one row on CUDA, `F.linear`
     otherwise."""
     x2 = x.reshape(-1, x.shape[-1])

@@ -236,11 +236,9 @@ def check_triton_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
 
 # %% ../../nbs/21a_triton_paged_attention.ipynb #c08f6cf3
 def triton_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                           md: AttentionMetadata,
-                           scale: float, sliding_window: int | None = None, *, out: torch.Tensor
-                           | None = None,
-                           num_splits: int | None = None, block_n: int | None = None,
-                           split_p: bool = True,
+                           md: AttentionMetadata, scale: float, sliding_window: int | None = None,
+                           *, out: torch.Tensor | None = None, num_splits: int | None = None,
+                           block_n: int | None = None, split_p: bool = True,
                            prefill: str | None = None) -> torch.Tensor:
     """Causal GQA of packed q [T, H, D] over paged K/V [N, P, Hkv, D], decode rows in Triton
     [kwon2023efficient]."""

@@ -92,9 +92,8 @@ def build_metadata(query_lens: list[int], seq_lens: list[int], block_tables: lis
                              block_size, cu, list(seq_lens))
 
 # %% ../../nbs/11_attention.ipynb #f6d6d908
-def gather_paged(cache: torch.Tensor, md: AttentionMetadata, seq_idx: int, length: int
-                 | None = None,
-                 start: int = 0) -> torch.Tensor:
+def gather_paged(cache: torch.Tensor, md: AttentionMetadata, seq_idx: int,
+                 length: int | None = None, start: int = 0) -> torch.Tensor:
     """Entries start..length [L', *shape] of sequence `seq_idx` in a paged stream [N, P, *shape]
     [kwon2023efficient]."""
     length = md.seq_lens_cpu[seq_idx] if length is None else length

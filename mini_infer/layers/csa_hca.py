@@ -306,10 +306,9 @@ def hca_compressor(c: dict, rotary: V4Rotary) -> Compressor:
 
 # %% ../../nbs/36_csa_hca.ipynb #d4935f34
 def v4_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, window: int,
-                 sinks: torch.Tensor,
-                 scale: float, entries: torch.Tensor | None = None, ent_md: AttentionMetadata
-                 | None = None,
-                 rate: int = 1, picks: list | None = None) -> torch.Tensor:
+                 sinks: torch.Tensor, scale: float, entries: torch.Tensor | None = None,
+                 ent_md: AttentionMetadata | None = None, rate: int = 1,
+                 picks: list | None = None) -> torch.Tensor:
     """q [T, H, D] over a sliding K=V stream, compressed entries (all causal, or `picks`) and a sink
     (Eq. attn)."""
     out, H = torch.empty_like(q), q.shape[1]

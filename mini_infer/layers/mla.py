@@ -230,9 +230,9 @@ def mla_rope_style(config: dict) -> str:
     return "interleave" if config.get("rope_interleave", True) else "neox"
 
 # %% ../../nbs/31_mla.ipynb #e36aa417
-def mla_from_config(config: dict, rope_parameters: dict, rotary_emb: MLARotaryEmbedding
-                    | None = None,
-                    tp_rank: int = 0, tp_size: int = 1, tp_group=None, layer_class: type = MLA,
+def mla_from_config(config: dict, rope_parameters: dict,
+                    rotary_emb: MLARotaryEmbedding | None = None, tp_rank: int = 0,
+                    tp_size: int = 1, tp_group=None, layer_class: type = MLA,
                     **layer_kwargs) -> MLA:
     """An `MLA` layer (or the subclass `layer_class`, given `layer_kwargs`) from a DeepSeek
     `config.json` dict [deepseekai2024v2]."""

@@ -164,8 +164,8 @@ class ExpertLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(num_experts, *shape), requires_grad=False)
         self.weight.weight_loader = self.weight_loader
 
-    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, expert_id: int
-                      | None = None) -> None:
+    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor,
+                      expert_id: int | None = None) -> None:
         """Copy expert `expert_id`'s full tensor [out, in] (this rank's slice), or the whole stack
         if None."""
         if expert_id is None:

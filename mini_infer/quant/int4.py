@@ -87,8 +87,8 @@ def dequantize_int4(qweight: torch.Tensor, scale: torch.Tensor, wmin: torch.Tens
 
 # %% ../../nbs/41_int4_weights.ipynb #dc0a5c52
 def int4_linear_reference(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
-                          wmin: torch.Tensor | None, bias: torch.Tensor
-                          | None = None) -> torch.Tensor:
+                          wmin: torch.Tensor | None,
+                          bias: torch.Tensor | None = None) -> torch.Tensor:
     """y = x W_hat^T + b in fp32 (`F.linear`, as an fp32 model), rounded once to x's dtype: the int4
     oracle."""
     b = None if bias is None else bias.float()

@@ -32,8 +32,8 @@ def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q.to(torch.int8), scale
 
 # %% ../../nbs/40_int8_weights.ipynb #4496c06c
-def dequantize_int8(qweight: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype
-                    | None = None) -> torch.Tensor:
+def dequantize_int8(qweight: torch.Tensor, scale: torch.Tensor,
+                    dtype: torch.dtype | None = None) -> torch.Tensor:
     "W_hat = q * s [N, K], the exact product rounded once to `dtype` (default: the scale's dtype)."
     if dtype in (None, scale.dtype):
         # one kernel: int8 promoted exactly, product in fp32, one rounding

@@ -467,8 +467,8 @@ class ModelProposer(Proposer):
 
     groups: dict = {}
 
-    def views(self, seqs: list[Sequence], ks: list[int]) -> list[Sequence
-                                                                 | None]: raise NotImplementedError
+    def views(self, seqs: list[Sequence], ks: list[int]) -> list[Sequence | None]:
+        raise NotImplementedError
     # [T, d]
     def forward(self, input_ids, positions, md) -> torch.Tensor: raise NotImplementedError
     # [B, V]
