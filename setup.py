@@ -31,7 +31,9 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["mini_infer", "mini_infer.*"]),
     include_package_data=True,
     install_requires=cfg.get("requirements", "").split(),
-    extras_require={"dev": cfg.get("dev_requirements", "").split()},
+    # settings.ini `extras = dev gemma`: each NAME's packages are `NAME_requirements`
+    extras_require={name: cfg.get(f"{name}_requirements", "").split()
+                    for name in cfg.get("extras", "dev").split()},
     python_requires=">=" + cfg["min_python"],
     zip_safe=False,
     entry_points={"console_scripts": cfg.get("console_scripts", "").split(), "nbdev": [f"{cfg['lib_name']}={cfg['lib_name']}._modidx:d"]},

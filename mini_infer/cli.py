@@ -378,8 +378,8 @@ def hf_peer(model_path, dtype: torch.dtype, device):
     None."""
     from pathlib import Path
     from transformers import AutoModelForCausalLM
-    from mini_infer.weights import bundled_model_path
-    path = bundled_model_path() if model_path is None else Path(model_path)
+    from mini_infer.weights import model_path as resolve
+    path = resolve(model_path)
     kw = dict(gguf_file=path.name) if path.suffix == ".gguf" else {}
     root = path.parent if path.suffix == ".gguf" else path
     return AutoModelForCausalLM.from_pretrained(str(root), dtype=dtype, **kw).to(device).eval()

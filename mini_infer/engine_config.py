@@ -185,8 +185,8 @@ class EngineConfig:
     """Every option of the engine, once: `LLM(model, **options)`, `LLMEngine`, the CLI and the
     server read it."""
     model: str | os.PathLike | None = option(None,
-                                             "checkpoint directory or .gguf file (default: bundled "
-                                             "SmolLM2)",
+                                             "checkpoint directory, .gguf file or bundled name "
+                                             "(smollm2, gemma3-270m; default: smollm2)",
                                              type=str)
     dtype: str = option("float32", "weights, activations and KV cache dtype", choices=tuple(DTYPES))
     device: str = option("cpu", "cpu or cuda[:i]")

@@ -21,18 +21,16 @@ from mini_infer.engine_config import (
 from .engine.tokenizer import Tokenizer
 from .layers.basic import RotaryEmbedding
 from .models.llama import get_model_class
-from .weights import bundled_model_path, iter_safetensors, load_weights, read_gguf
+from .weights import iter_safetensors, load_weights, model_path, read_gguf
 
 # %% ../nbs/16_loader.ipynb #9dd43235
 @torch.no_grad()
 def load_model(model=None, dtype=torch.float32, device="cpu", load_format: str = "auto"):
-    """(ModelConfig, model, Tokenizer or None) from a checkpoint directory, a .gguf file, or None
-    (bundled SmolLM2)."""
+    """(ModelConfig, model, Tokenizer or None) from a checkpoint directory, a .gguf file, a bundled
+    model's name (chapter 03: `"gemma3-270m"`), or None (bundled SmolLM2)."""
     if load_format not in ("auto", "dummy"):
         raise ValueError(f"unknown load_format {load_format!r}; supported: auto, dummy")
-    path = bundled_model_path() if model is None else Path(model)
-    if not path.exists():
-        raise FileNotFoundError(f"model path {path} does not exist")
+    path = model_path(model)            # None: SmolLM2; a bundled name (chapter 03); a path
     if path.is_file() and path.suffix == ".gguf":
         config, (_, weights), tokenizer = (ModelConfig.from_gguf(path), read_gguf(path),
                                            Tokenizer.from_gguf(path))

@@ -40,7 +40,7 @@ from ..layers.basic import divide, get_act_fn
 from ..layers.moe import ExpertLinear, Experts, SparseMoeBlock
 from ..loader import prepare_model
 from ..models.llama import get_model_class
-from ..weights import bundled_model_path, iter_safetensors, load_weights, read_gguf
+from ..weights import iter_safetensors, load_weights, model_path, read_gguf
 
 logger = logging.getLogger("mini_infer.distributed")
 
@@ -237,7 +237,7 @@ def dummy_checkpoint(model_class: type, config: ModelConfig, std: float = 0.02, 
 def load_rank_model(c: EngineConfig, rank: int, world_size: int, group, device) -> tuple:
     """(ModelConfig, this rank's shard of the model, Tokenizer or None): chapter 16's `load_model`,
     sharded."""
-    path = bundled_model_path() if c.model is None else Path(c.model)
+    path = model_path(c.model)
     is_gguf = path.is_file() and path.suffix == ".gguf"
     if not (is_gguf or path.is_dir()):
         raise ValueError(f"{path} is neither a checkpoint directory nor a .gguf file")

@@ -23,7 +23,7 @@ from ..layers.basic import (ColumnParallelLinear, ParallelLMHead, RowParallelLin
                                      VocabParallelEmbedding)
 from ..config import gguf_metadata, open_gguf
 from .int8 import Int8Linear, model_bytes
-from ..weights import bundled_model_path, gguf_to_hf_name, unpermute_qk
+from ..weights import gguf_to_hf_name, model_path, unpermute_qk
 
 _logger = logging.getLogger(__name__)
 
@@ -354,7 +354,7 @@ def _gguf_module(model: nn.Module, hf_name: str, tensor, type_name: str, row_hea
 def quantize_model_gguf(model: nn.Module, path=None) -> dict:
     """Keep a GGUF file's Q4_0/Q4_1/Q8_0 matrices quantized in `model` (loaded from that file), in
     place."""
-    path = bundled_model_path() if path is None else Path(path)
+    path = model_path(path)
     if not (path.is_file() and path.suffix == ".gguf"):
         raise ValueError(f"quantization='gguf' keeps the blocks of a .gguf file, and {path} is not "
                          "one "
