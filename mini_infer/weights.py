@@ -181,8 +181,9 @@ def model_path(model: str | os.PathLike | None) -> Path:
         return bundled_model_path(str(model))
     path = Path(model)
     if not path.exists():
-        raise FileNotFoundError(f"model {str(model)!r} does not exist: neither a path nor a bundled "
-                                f"model ({', '.join(BUNDLED_MODELS)})")
+        names = ", ".join(BUNDLED_MODELS)
+        raise FileNotFoundError(f"model {str(model)!r} does not exist: neither a path nor a "
+                                f"bundled model ({names})")
     return path
 
 # %% ../nbs/03_weights.ipynb #eb7e8eaa
