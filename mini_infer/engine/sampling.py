@@ -358,9 +358,10 @@ class Sampler:
             raise ValueError(f"logits must be [B, V] with B = len(rows) = {len(rows)}, got "
                              f"{tuple(logits.shape)}")
         logits = logits.to(torch.float32)
-        finite = torch.isfinite(logits.amax(dim=-1))            # [B]: no NaN, no +inf, not all -inf
         if all(is_plain_greedy(r, self.eos_token_ids) for r in rows):  # no per-row tensors to build
-            return SamplerOutput(torch.where(finite, logits.argmax(dim=-1), -1), [None] * len(rows))
+            best, token_ids = logits.max(dim=-1)          # one reduction: the argmax and its logit
+            return SamplerOutput(torch.where(torch.isfinite(best), token_ids, -1), [None] * len(rows))
+        finite = torch.isfinite(logits.amax(dim=-1))            # [B]: no NaN, no +inf, not all -inf
         t = make_sampling_tensors(rows, logits.shape[-1], self.eos_token_ids, logits.device)
         wants_logprobs = any(n is not None for n in t.num_logprobs)
         # the model's distribution
