@@ -217,7 +217,8 @@ def check_gemma4_config(config: ModelConfig) -> dict:
     extra = sorted({a for o in (k["per_layer_config"] or {}).values() for a in o}
                    - set(_PER_LAYER_KEYS))
     if extra:
-        raise ValueError(f"per_layer_config overrides {extra}: only {_PER_LAYER_KEYS} are supported")
+        raise ValueError(f"per_layer_config overrides {extra}: only {_PER_LAYER_KEYS} are "
+                         "supported")
     if not 0 <= k["num_kv_shared_layers"] < config.num_hidden_layers:
         raise ValueError(f"num_kv_shared_layers={k['num_kv_shared_layers']} must be in [0, "
                          f"num_hidden_layers={config.num_hidden_layers})")
@@ -225,7 +226,7 @@ def check_gemma4_config(config: ModelConfig) -> dict:
 
 # %% ../../nbs/38a_gemma4.ipynb #7391c540
 def layer_plan(config: ModelConfig) -> list[dict]:
-    "Per layer: head_dim, num_kv_heads, window, k_eq_v, its KV source layer (or None) and MLP width."
+    "Per layer: head_dim, num_kv_heads, window, k_eq_v, KV source layer (or None), MLP width."
     k, L, types = check_gemma4_config(config), config.num_hidden_layers, config.layer_types
     overrides = {int(i): o for i, o in (k["per_layer_config"] or {}).items()}
     if k["per_layer_config"] is None:          # transformers' defaults for the full layers
@@ -292,7 +293,7 @@ class Gemma4ForCausalLM(CausalLM):
         return logits.float()
 
     def load_weights(self, weights) -> set[str]:
-        "Load a text-only or multimodal checkpoint; towers and sharing layers' K/V skipped (logged)."
+        "Load a text-only or multimodal checkpoint; towers and sharing layers' K/V skipped, logged."
         shared = tuple(f"model.layers.{i}.self_attn.{n}." for i, p in enumerate(self.plan)
                        if p["source"] is not None for n in ("k_proj", "v_proj", "k_norm", "v_norm"))
         skipped = [0]
