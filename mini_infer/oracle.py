@@ -92,7 +92,8 @@ def shared_prefix_prompts(g: torch.Generator, vocab_size: int, n: int = 24,
     for i in range(n - n // 2):
         base = max(prompts[: n // 2], key=len) if i == 0 else prompts[i - 1]
         cut = min(len(base), int(torch.randint(16, 65, (1,), generator=g)))
-        prompts.append(base[:cut] + rand(int(torch.randint(1, longest + 1 - cut, (1,), generator=g))))
+        tail = int(torch.randint(1, longest + 1 - cut, (1,), generator=g))
+        prompts.append(base[:cut] + rand(tail))
     return prompts
 
 # %% ../nbs/02_hf_oracle.ipynb #a5362fb5
