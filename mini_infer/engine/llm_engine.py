@@ -309,7 +309,8 @@ def compile_grammar(self: LLMEngine, so):
     cannot run."""
     if self.engine_config.speculative_config is not None:
         raise ValueError("structured_outputs cannot be combined with speculative decoding "
-                         "(speculative_config): the grammar matcher is not rolled back on rejection")
+                         "(speculative_config): the grammar matcher is not rolled back on "
+                         "rejection")
     if self.tokenizer is None:
         raise ValueError("structured_outputs needs the model's tokenizer files")
     if self._grammars is None:
@@ -356,8 +357,9 @@ def _drain_inbox(self: LLMEngine) -> list[StreamOutput]:
                     for i in range(params.n)]
             seqs = [Sequence(first + i, i, ids, params, self.tokenizer, gen, request_id, text)
                     for i, gen in enumerate(gens)]
-            for seq in seqs if params.structured_outputs is not None else ():   # one matcher each
-                seq.row.constraint = GrammarConstraint(self.compile_grammar(params.structured_outputs))
+            so = params.structured_outputs
+            for seq in seqs if so is not None else ():           # one matcher per sample
+                seq.row.constraint = GrammarConstraint(self.compile_grammar(so))
         except Exception as e:                  # this request fails alone, before it holds a block
             self.requests[request_id] = [Sequence(first + i, i, ids, params, None, None, request_id,
                                                   text) for i in range(params.n)]

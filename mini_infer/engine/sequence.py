@@ -94,7 +94,7 @@ def append_token(seq: Sequence, token_id: int, logprobs, eos_token_ids: set[int]
     "Add a sampled token to `seq`, extend its text, and set `finish_reason` if a stop rule fires."
     seq.token_ids.append(token_id)
     seq.row.output_token_ids.append(token_id)
-    if seq.row.constraint is not None:            # a grammar (chapter 17): advance it once per token
+    if seq.row.constraint is not None:     # a grammar (chapter 17): advanced once per token
         seq.row.constraint.accept(token_id)
     if logprobs is not None:
         seq.logprobs.append(logprobs)

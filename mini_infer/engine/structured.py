@@ -93,7 +93,7 @@ def _compile(self: GrammarCache, so: StructuredOutputsParams) -> xgr.CompiledGra
 
 # %% ../../nbs/17_structured_outputs.ipynb #9874ba48
 class GrammarConstraint:
-    "One sequence's grammar state: fill its bitmask row, accept the sampled token, say when it is done."
+    "One sequence's grammar state: its bitmask row, the sampled token accepted, whether it is done."
 
     def __init__(self, compiled: xgr.CompiledGrammar):
         self.matcher = xgr.GrammarMatcher(compiled)
