@@ -70,7 +70,7 @@ class BlockManager:
         pool is short."""
         need = self.num_blocks_needed(seq, num_new_tokens)
         if need == 0 or need > self.num_free_blocks:
-            return need == 0                               # most decode steps: the last block has room
+            return need == 0                 # most decode steps: the last block has room
         table = self.table(seq)
         for _ in range(need):
             block = self._take_free_block()

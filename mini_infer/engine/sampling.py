@@ -435,7 +435,8 @@ class Sampler:
             logits = process(logits, rows)
         if all(is_plain_greedy(r, self.eos_token_ids) for r in rows):  # no per-row tensors to build
             best, token_ids = logits.max(dim=-1)          # one reduction: the argmax and its logit
-            return SamplerOutput(torch.where(torch.isfinite(best), token_ids, -1), [None] * len(rows))
+            token_ids = torch.where(torch.isfinite(best), token_ids, -1)
+            return SamplerOutput(token_ids, [None] * len(rows))
         finite = torch.isfinite(logits.amax(dim=-1))            # [B]: no NaN, no +inf, not all -inf
         t = make_sampling_tensors(rows, logits.shape[-1], self.eos_token_ids, logits.device)
         wants_logprobs = any(n is not None for n in t.num_logprobs)
