@@ -6,10 +6,10 @@
 __all__ = ['logger', 'Text', 'MAX_N', 'ROLES', 'DEFAULT_MAX_REQUEST_BYTES', 'ERROR_RESPONSES', 'SSE_EVENT', 'APIError',
            'valid_unicode', 'StreamOptions', 'limits', 'nonempty_schema', 'token_id_items', 'nonnegative_ids',
            'SamplingFields', 'CompletionRequest', 'ContentPart', 'ChatMessage', 'ChatCompletionRequest',
-           'sampling_params', 'check_at_most', 'prompt_byte_limit', 'check_text_size', 'check_context',
-           'EngineCollector', 'RequestTrace', 'submit', 'submit_all', 'next_item', 'merge', 'completion_prompts',
-           'chat_prompt', 'top_logprobs_dict', 'completion_logprobs', 'chat_logprobs', 'sse_body', 'sse_response',
-           'CompletionChoices', 'create_completion', 'collect', 'sent_max_tokens', 'chat_max_tokens',
+           'structured_outputs', 'sampling_params', 'check_at_most', 'prompt_byte_limit', 'check_text_size',
+           'check_context', 'EngineCollector', 'RequestTrace', 'submit', 'submit_all', 'next_item', 'merge',
+           'completion_prompts', 'chat_prompt', 'top_logprobs_dict', 'completion_logprobs', 'chat_logprobs', 'sse_body',
+           'sse_response', 'CompletionChoices', 'create_completion', 'collect', 'sent_max_tokens', 'chat_max_tokens',
            'create_chat_completion', 'chat_chunks', 'check_model', 'ServerConfig', 'ServerState', 'read_body',
            'key_matches', 'Gatekeeper', 'field_path', 'install_error_handlers', 'Usage', 'CompletionLogprobs',
            'CompletionChoice', 'CompletionResponse', 'TokenLogprob', 'ChatTokenLogprob', 'ChatChoice',
@@ -40,7 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine.async_engine import EngineThread, EngineUnavailable, num_waiting_seqs
 from ..engine.llm_engine import StreamOutput
-from ..engine.sampling import SamplingParams
+from ..engine.sampling import SamplingParams, StructuredOutputsParams
 from ..engine_config import check_option, option
 
 logger = logging.getLogger("mini_infer.server")
@@ -143,6 +143,13 @@ class SamplingFields(BaseModel):
     stop_token_ids: list[int] | None = Field(None, json_schema_extra=nonnegative_ids)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    # structured outputs (chapter 17): OpenAI's response_format, vLLM's extras
+    response_format: dict | None = None
+    structured_outputs: dict | None = None
+    guided_json: dict | Text | None = None
+    guided_regex: Text | None = None
+    guided_choice: list[Text] | None = None
+    guided_grammar: Text | None = None
 
 
 class CompletionRequest(SamplingFields):
@@ -172,14 +179,49 @@ class ChatCompletionRequest(SamplingFields):
     top_logprobs: int | None = Field(None, **limits(minimum=0))     # maximum: --max-logprobs
 
 # %% ../../nbs/26_server.ipynb #e3d2908b
+def structured_outputs(body: SamplingFields) -> StructuredOutputsParams | None:
+    "The request's constraint from response_format or vLLM's fields; APIError 400 naming the field."
+    rf, given = body.response_format, {}
+    if rf is not None:
+        kind = rf.get("type")
+        if kind == "json_object":
+            given["response_format"] = {"json_object": True}
+        elif kind == "json_schema":
+            js = rf.get("json_schema")
+            if not isinstance(js, dict) or not isinstance(js.get("schema", {}), (dict, bool)):
+                raise APIError(400, "response_format.json_schema must be an object with a 'schema' "
+                               "object", param="response_format")
+            given["response_format"] = {"json": js.get("schema") or {}}
+        elif kind != "text":
+            raise APIError(400, "response_format.type must be 'text', 'json_object' or "
+                           f"'json_schema', got {kind!r}", param="response_format")
+    if body.structured_outputs is not None:
+        given["structured_outputs"] = body.structured_outputs
+    for k in ("json", "regex", "choice", "grammar"):
+        if getattr(body, f"guided_{k}") is not None:
+            given[f"guided_{k}"] = {k: getattr(body, f"guided_{k}")}
+    if len(given) > 1:
+        raise APIError(400, f"give one structured-output field, got {sorted(given)}",
+                       param=sorted(given)[1])
+    if not given:
+        return None
+    (param, fields), = given.items()
+    try:
+        return StructuredOutputsParams(**fields)
+    except (TypeError, ValueError) as e:
+        raise APIError(400, f"{param}: {e}", param=param) from None
+
+# %% ../../nbs/26_server.ipynb #23ab9b67
 def sampling_params(body: SamplingFields, max_tokens: int, logprobs: int | None,
                     prompt_logprobs: int | None = None) -> SamplingParams:
     "SamplingParams from a request body; APIError 400 naming the field for an invalid value."
     check_at_most(body.n, MAX_N, "n", "OpenAI's limit")
     kw = {k: getattr(body, k) for k in ("temperature", "top_p", "top_k", "min_p")
           if getattr(body, k) is not None}
+    structured = structured_outputs(body)
     try:
         return SamplingParams(n=body.n, max_tokens=max_tokens, stop=body.stop, seed=body.seed,
+                              structured_outputs=structured,
                               logprobs=logprobs, prompt_logprobs=prompt_logprobs,
                               presence_penalty=body.presence_penalty,
                               frequency_penalty=body.frequency_penalty,
@@ -314,7 +356,8 @@ def submit(state, request_id: str, ids: list[int], params: SamplingParams, text:
     try:
         return state.thread.submit(request_id, ids, params, text)
     except ValueError as e:
-        param = "max_tokens" if "max_tokens" in str(e) else "prompt"
+        param = ("max_tokens" if "max_tokens" in str(e) else
+                 "response_format" if "structured_outputs" in str(e) else "prompt")
         raise APIError(400, str(e), param=param) from None
     except EngineUnavailable as e:
         raise APIError(503, str(e), type="server_error") from None

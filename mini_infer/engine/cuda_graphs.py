@@ -18,7 +18,7 @@ from fastcore.basics import patch
 from .model_runner import ModelRunner
 from .sampling import Sampler, SamplerOutput
 from .sequence import Sequence
-from ..layers.attention import AttentionMetadata, token_slot
+from ..layers.attention import AttentionMetadata, token_slots
 
 # %% ../../nbs/24a_cuda_graphs.ipynb #f831917d
 def decode_batch_sizes(max_batch: int) -> list[int]:
@@ -68,7 +68,7 @@ def fill_decode_buffers(buf: DecodeBuffers, seqs: list[Sequence], size: int, blo
     for seq, table in zip(seqs, tabs):
         c = seq.num_computed_tokens                                  # the new token's position
         ids.append(seq.token_ids[c]); pos.append(c)
-        slots.append(token_slot(table, c, p))
+        slots += token_slots(table, c, c + 1, p)
     # views of the (pinned) mirrors
     host, lens_h = buf.host_packed.numpy(), buf.host_seq_lens.numpy()
     host[:, :b] = ids, pos, slots

@@ -42,8 +42,9 @@ class BlockManager:
         if num_blocks < 1 or block_size < 1:
             raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must both be "
                              "positive")
-        self.num_blocks, self.block_size, self.spec, self.group = (num_blocks, block_size, spec,
-                                                                   spec.group)
+        self.num_blocks, self.block_size, self.spec = num_blocks, block_size, spec
+        # the group's key in block tables; full and sliding streams keep one entry per token
+        self.group, self.one_per_token = spec.group, spec.kind in ("full", "sliding")
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_block_ids: deque[int] = deque(range(num_blocks))
         # where skipped entries point
@@ -60,15 +61,16 @@ class BlockManager:
 
     def num_blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
         "Blocks `seq` must add to hold `num_new_tokens` beyond its computed tokens."
-        entries = self.spec.num_entries(seq.num_computed_tokens + num_new_tokens)
-        return max(0, math.ceil(entries / self.block_size) - len(self.table(seq)))
+        n = seq.num_computed_tokens + num_new_tokens
+        entries = n if self.one_per_token else self.spec.num_entries(n)
+        return max(0, -(-entries // self.block_size) - len(seq.block_tables.get(self.group, ())))
 
     def allocate_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
         """Grow `seq`'s table for `num_new_tokens` more tokens; False (and nothing taken) if the
         pool is short."""
         need = self.num_blocks_needed(seq, num_new_tokens)
-        if need > self.num_free_blocks:
-            return False
+        if need == 0 or need > self.num_free_blocks:
+            return need == 0                 # most decode steps: the last block has room
         table = self.table(seq)
         for _ in range(need):
             block = self._take_free_block()

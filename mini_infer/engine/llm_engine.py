@@ -27,6 +27,12 @@ from .prefix_cache import make_kv_cache
 from .sampling import Sampler, SamplerOutput, SamplingParams, make_generator
 from .scheduler import BatchInvariantScheduler, Scheduler, SchedulerOutput
 from .sequence import Sequence, SequenceStatus, append_token, stream_delta
+from mini_infer.engine.structured import (
+    GrammarCache,
+    GrammarConstraint,
+    apply_grammar_bitmask,
+    tokenizer_info,
+)
 from .tokenizer import Tokenizer
 from ..engine_config import ENGINES, EXECUTORS, EngineConfig
 from ..loader import load_model, prepare_model
@@ -172,7 +178,9 @@ class LLMEngine:
         self.num_kv_blocks, self.kv_budget_tokens = bm.num_blocks, bm.max_tokens()
         scheduler = BatchInvariantScheduler if c.batch_invariant else Scheduler
         self.scheduler = scheduler(bm, c.max_num_seqs, c.max_num_batched_tokens)
-        self.sampler = Sampler(sorted(self.eos_token_ids), seed=c.seed, device=self.device)
+        self.sampler = Sampler(sorted(self.eos_token_ids), seed=c.seed, device=self.device,
+                               logits_processors=[apply_grammar_bitmask])  # chapter 17
+        self._grammars: GrammarCache | None = None                  # built at the first grammar
         self.runner = make_model_runner(self.model, bm, c, self.sampler, self.max_model_len)
         self.kernels = c.resolved_kernels
         # request id -> its samples (engine thread only)
@@ -290,7 +298,25 @@ def check_request(self: LLMEngine, prompt, params: SamplingParams | None = None)
     params.verify()
     text, ids = to_token_ids(prompt, self.tokenizer, self.config.vocab_size)
     check_fits(len(ids), params, self.max_model_len, self.kv_budget_tokens)
+    if params.structured_outputs is not None:
+        self.compile_grammar(params.structured_outputs)         # a bad schema fails here, a 400
     return text, ids, params
+
+
+@patch
+def compile_grammar(self: LLMEngine, so):
+    """The compiled grammar of a StructuredOutputsParams (chapter 17), cached; ValueError if it
+    cannot run."""
+    if self.engine_config.speculative_config is not None:
+        raise ValueError("structured_outputs cannot be combined with speculative decoding "
+                         "(speculative_config): the grammar matcher is not rolled back on "
+                         "rejection")
+    if self.tokenizer is None:
+        raise ValueError("structured_outputs needs the model's tokenizer files")
+    if self._grammars is None:
+        info = tokenizer_info(self.tokenizer, self.config.vocab_size, self.eos_token_ids)
+        self._grammars = GrammarCache(info)
+    return self._grammars.get(so)
 
 
 @patch
@@ -331,6 +357,9 @@ def _drain_inbox(self: LLMEngine) -> list[StreamOutput]:
                     for i in range(params.n)]
             seqs = [Sequence(first + i, i, ids, params, self.tokenizer, gen, request_id, text)
                     for i, gen in enumerate(gens)]
+            so = params.structured_outputs
+            for seq in seqs if so is not None else ():           # one matcher per sample
+                seq.row.constraint = GrammarConstraint(self.compile_grammar(so))
         except Exception as e:                  # this request fails alone, before it holds a block
             self.requests[request_id] = [Sequence(first + i, i, ids, params, None, None, request_id,
                                                   text) for i in range(params.n)]

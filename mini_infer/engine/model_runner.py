@@ -27,10 +27,11 @@ def group_metadata(spec: KVStreamSpec, scheduled: list[tuple[Sequence, int]], bl
                       [seq.num_computed_tokens + n for seq, n in scheduled])
     if spec.kind == "state":                                        # one slot, rewritten every step
         q_lens, s_lens, block_size = [1] * len(q_lens), [1] * len(s_lens), 1
-    else:
+    elif spec.kind == "compressed":          # full and sliding streams: one entry per token
         q_lens = [spec.num_entries(s) - spec.num_entries(s - q) for q, s in zip(q_lens, s_lens)]
         s_lens = [spec.num_entries(s) for s in s_lens]
-    tables = [seq.block_tables.get(spec.group, []) for seq, _ in scheduled]
+    group = spec.group
+    tables = [seq.block_tables.get(group, []) for seq, _ in scheduled]
     return build_metadata(q_lens, s_lens, tables, block_size, device)
 
 

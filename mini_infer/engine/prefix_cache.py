@@ -122,6 +122,8 @@ def find_cached_prefix(pools: list[BlockManager], seq: Sequence) -> int:
 def register_computed_blocks(pools: list[BlockManager], seq: Sequence) -> None:
     "Key every newly computed full block of `seq` in every caching pool."
     start = len(seq.block_hashes)
+    if seq.num_computed_tokens // pools[0].block_size <= start:
+        return                              # no block filled this step: most decode steps end here
     hashes = extend_block_hashes(seq, seq.num_computed_tokens, pools[0].block_size)
     for p in pools:
         if hasattr(p, "register"):

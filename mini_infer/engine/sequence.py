@@ -94,6 +94,8 @@ def append_token(seq: Sequence, token_id: int, logprobs, eos_token_ids: set[int]
     "Add a sampled token to `seq`, extend its text, and set `finish_reason` if a stop rule fires."
     seq.token_ids.append(token_id)
     seq.row.output_token_ids.append(token_id)
+    if seq.row.constraint is not None:     # a grammar (chapter 17): advanced once per token
+        seq.row.constraint.accept(token_id)
     if logprobs is not None:
         seq.logprobs.append(logprobs)
         seq.cumulative_logprob += logprobs.logprob
@@ -102,6 +104,8 @@ def append_token(seq: Sequence, token_id: int, logprobs, eos_token_ids: set[int]
     if (n >= p.min_tokens
         and ((token_id in eos_token_ids and not p.ignore_eos) or token_id in p.stop_token_ids)):
         seq.finish_reason = "stop"
+    elif seq.row.constraint is not None and seq.row.constraint.is_terminated:
+        seq.finish_reason = "stop"                # the grammar is complete
     elif n >= p.max_tokens or len(seq.token_ids) >= max_model_len:
         seq.finish_reason = "length"
     if seq.finish_reason is not None and seq.detok is not None:
