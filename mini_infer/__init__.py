@@ -9,6 +9,6 @@ __all__ = []
 __version__ = "0.1.0"
 
 from .engine.llm_engine import LLM, CompletionOutput, RequestOutput
-from .engine.sampling import SamplingParams
+from .engine.sampling import SamplingParams, StructuredOutputsParams
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
+__all__ = ["LLM", "SamplingParams", "StructuredOutputsParams", "RequestOutput", "CompletionOutput"]
