@@ -64,3 +64,19 @@ def test_bad_schema_is_400_and_server_goes_on(client):
         client.chat.completions.create(model=MODEL, messages=CHAT, max_tokens=8, response_format={"type": "xml"})
     r = client.chat.completions.create(model=MODEL, messages=CHAT, max_tokens=4, temperature=0)
     assert r.choices[0].message.content
+
+
+def test_grammar_the_vocabulary_cannot_finish_is_400(client):
+    """The fuzzer's find (schemathesis seed 2): SmolLM2 has no token holding byte 0x1d, so a choice with it cannot
+    be spelled. Refused at admission when the choice list says so, and as a 400 (not a 500 'logits not finite')
+    when a regex or `min_tokens` leaves the mask empty mid-generation; the server goes on."""
+    with pytest.raises(openai.BadRequestError, match="0x1d") as e:
+        client.completions.create(model=MODEL, prompt="x", max_tokens=4, extra_body={"guided_choice": ["\x1d"]})
+    assert e.value.body["param"] == "response_format", e.value.body
+    with pytest.raises(openai.BadRequestError, match="cannot be completed"):
+        client.completions.create(model=MODEL, prompt="x", max_tokens=4, extra_body={"guided_regex": "a\x1d"})
+    with pytest.raises(openai.BadRequestError, match="min_tokens"):
+        client.completions.create(model=MODEL, prompt="x", max_tokens=8,
+                                  extra_body={"guided_choice": ["yes"], "min_tokens": 5})
+    r = client.completions.create(model=MODEL, prompt="x", max_tokens=4, extra_body={"guided_choice": ["yes", "no"]})
+    assert r.choices[0].text in ("yes", "no")

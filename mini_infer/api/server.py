@@ -7,7 +7,7 @@ __all__ = ['logger', 'Text', 'MAX_N', 'ROLES', 'DEFAULT_MAX_REQUEST_BYTES', 'ERR
            'valid_unicode', 'StreamOptions', 'limits', 'nonempty_schema', 'token_id_items', 'nonnegative_ids',
            'SamplingFields', 'CompletionRequest', 'ContentPart', 'ChatMessage', 'ChatCompletionRequest',
            'structured_outputs', 'sampling_params', 'check_at_most', 'prompt_byte_limit', 'check_text_size',
-           'check_context', 'EngineCollector', 'RequestTrace', 'submit', 'submit_all', 'next_item', 'merge',
+           'check_context', 'EngineCollector', 'RequestTrace', 'submit', 'submit_all', 'next_item', 'failure', 'merge',
            'completion_prompts', 'chat_prompt', 'top_logprobs_dict', 'completion_logprobs', 'chat_logprobs', 'sse_body',
            'sse_response', 'CompletionChoices', 'create_completion', 'collect', 'sent_max_tokens', 'chat_max_tokens',
            'create_chat_completion', 'chat_chunks', 'check_model', 'ServerConfig', 'ServerState', 'read_body',
@@ -41,6 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..engine.async_engine import EngineThread, EngineUnavailable, num_waiting_seqs
 from ..engine.llm_engine import StreamOutput
 from ..engine.sampling import SamplingParams, StructuredOutputsParams
+from ..engine.structured import GrammarDeadEnd
 from ..engine_config import check_option, option
 
 logger = logging.getLogger("mini_infer.server")
@@ -397,6 +398,15 @@ async def next_item(queue: asyncio.Queue, deadline: float | None, timeout: float
                        "aborted", type="timeout_error", code="request_timeout") from None
 
 # %% ../../nbs/26_server.ipynb #e10f0448
+def failure(error: str) -> APIError:
+    """The client's error for a request the engine ended with `error`: a 400 when its grammar could
+    not be continued (chapter 17's GrammarDeadEnd, the request's fault), else a 500."""
+    if error.startswith(f"{GrammarDeadEnd.__name__}: "):
+        return APIError(400, f"the request cannot be completed: {error.split(': ', 1)[1]}",
+                        param="response_format")
+    return APIError(500, f"the request failed: {error}", type="server_error")
+
+# %% ../../nbs/26_server.ipynb #451ceb45
 async def merge(streams: list, request: Request | None = None, timeout: float | None = None):
     """(stream position, StreamOutput) as they come; APIError on a failure, a gone client, the
     timeout."""
@@ -426,7 +436,7 @@ async def merge(streams: list, request: Request | None = None, timeout: float | 
                 if isinstance(item[1], APIError):
                     raise item[1]
                 if item[1].error is not None:
-                    raise APIError(500, f"the request failed: {item[1].error}", type="server_error")
+                    raise failure(item[1].error)
                 yield item
     finally:
         for t in tasks:

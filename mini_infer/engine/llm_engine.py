@@ -30,6 +30,7 @@ from .sequence import Sequence, SequenceStatus, append_token, stream_delta
 from mini_infer.engine.structured import (
     GrammarCache,
     GrammarConstraint,
+    GrammarDeadEnd,
     apply_grammar_bitmask,
     tokenizer_info,
 )
@@ -240,6 +241,9 @@ def postprocess(self: LLMEngine, plan: SchedulerOutput, sampled: list[Sequence],
             continue
         try:
             if token_ids[i] < 0:                                 # the sampler's mark (chapter 13)
+                c, banned = seq.row.constraint, seq.num_output_tokens < seq.params.min_tokens
+                if c is not None and (why := c.dead_end(banned)):
+                    raise GrammarDeadEnd(why)
                 raise FloatingPointError("the model's logits for this sequence are not finite")
             append_token(seq, token_ids[i], out.logprobs[i], self.eos_token_ids, self.max_model_len)
             outputs.append(self._stream_output(seq))

@@ -6,8 +6,8 @@
 __all__ = ['StructuredOutputs', 'StructuredOutputsParams', 'SamplingParams', 'SamplingRow', 'make_generator', 'SamplingTensors',
            'make_sampling_tensors', 'apply_repetition_penalty', 'apply_frequency_presence_penalties',
            'apply_min_tokens', 'apply_penalties', 'apply_temperature', 'apply_top_k', 'apply_top_p', 'apply_min_p',
-           'apply_filters', 'random_sample', 'Logprobs', 'SamplerOutput', 'gather_logprobs', 'is_plain_greedy',
-           'Sampler']
+           'apply_overflow_limit', 'apply_filters', 'random_sample', 'Logprobs', 'SamplerOutput', 'gather_logprobs',
+           'is_plain_greedy', 'Sampler']
 
 # %% ../../nbs/13_sampling.ipynb #78d370e2
 import json as _json
@@ -77,6 +77,8 @@ def verify(self: StructuredOutputsParams) -> None:
                          f"{self.disable_any_whitespace!r}")
 
 # %% ../../nbs/13_sampling.ipynb #5a99b35c
+_F32_TINY, _F32_MAX = torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max
+
 def _verify_sampling_params(p) -> None:
     "Raise a ValueError naming the first field of `p` whose value is out of range (vLLM's rules)."
     def integer(x): return isinstance(x, numbers.Integral) and not isinstance(x, bool)
@@ -92,8 +94,9 @@ def _verify_sampling_params(p) -> None:
     check("min_p", real(p.min_p) and 0 <= p.min_p <= 1, "in [0, 1]")
     for name in ("presence_penalty", "frequency_penalty"):
         check(name, real(getattr(p, name)) and -2 <= getattr(p, name) <= 2, "in [-2, 2]")
-    check("repetition_penalty", real(p.repetition_penalty) and p.repetition_penalty > 0,
-          "a finite number > 0")
+    check("repetition_penalty",
+          real(p.repetition_penalty) and _F32_TINY <= p.repetition_penalty <= _F32_MAX,
+          "a number > 0 that float32 holds, in [1.2e-38, 3.4e38]")
     check("max_tokens", integer(p.max_tokens) and p.max_tokens >= 1, "an integer >= 1")
     check("min_tokens", integer(p.min_tokens) and 0 <= p.min_tokens <= p.max_tokens,
           f"an integer in [0, max_tokens={p.max_tokens}]")
@@ -336,11 +339,19 @@ def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
     return logits.masked_fill(probs < threshold, -math.inf)
 
 # %% ../../nbs/13_sampling.ipynb #dc17052d
+def apply_overflow_limit(logits: torch.Tensor) -> torch.Tensor:
+    """Rows holding `+inf` keep softmax's limit: uniform over their `+inf` entries; other rows are
+    untouched."""
+    inf = logits == math.inf                                                     # [B, V]
+    return torch.where(inf.any(dim=-1, keepdim=True), inf.to(logits.dtype).log(), logits)
+
+# %% ../../nbs/13_sampling.ipynb #28483ba1
 def apply_filters(logits: torch.Tensor, t: SamplingTensors) -> torch.Tensor:
     """Temperature, then top-k, top-p and min-p, in `transformers`' order; filters no row uses are
     skipped."""
     if t.do_temperature:
         logits = apply_temperature(logits, t.temperature)
+    logits = apply_overflow_limit(logits)
     if t.do_top_k:
         logits = apply_top_k(logits, t.top_k)
     if t.do_top_p:
@@ -437,12 +448,13 @@ class Sampler:
             best, token_ids = logits.max(dim=-1)          # one reduction: the argmax and its logit
             token_ids = torch.where(torch.isfinite(best), token_ids, -1)
             return SamplerOutput(token_ids, [None] * len(rows))
-        finite = torch.isfinite(logits.amax(dim=-1))            # [B]: no NaN, no +inf, not all -inf
         t = make_sampling_tensors(rows, logits.shape[-1], self.eos_token_ids, logits.device)
         wants_logprobs = any(n is not None for n in t.num_logprobs)
         # the model's distribution
         raw_logprobs = logits.log_softmax(dim=-1) if wants_logprobs else None
+        finite = torch.isfinite(logits.amax(dim=-1))     # [B] model: no NaN, no +inf, not all -inf
         logits = apply_penalties(logits, t)
+        finite &= logits.amax(dim=-1) > -math.inf         # and a token is left after min_tokens
         token_ids = logits.argmax(dim=-1)                                # greedy; ties -> lowest id
         if t.random_rows:
             logits = torch.where(finite[:, None], logits, 0.0)          # a bad row draws harmlessly
