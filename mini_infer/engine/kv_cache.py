@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['FULL', 'POOL_CLASSES', 'Block', 'BlockManager', 'SlidingWindowBlockManager', 'StatePool', 'kv_stream_groups',
            'make_pool', 'KVCacheManager', 'kv_bytes_per_token', 'kv_memory_budget', 'num_kv_blocks_for_memory',
-           'group_blocks', 'plan_kv_pools']
+           'group_blocks', 'plan_kv_pools', 'kv_entries_at', 'kv_bytes_at']
 
 # %% ../../nbs/20_paged_kv.ipynb #d4bec13f
 import math
@@ -293,3 +293,13 @@ def plan_kv_pools(groups: dict[str, tuple[KVStreamSpec, int]], block_size: int, 
             lo, hi = (mid, hi) if nbytes(mid) <= budget else (lo, mid - 1)
         num_blocks = lo
     return size(num_blocks)
+
+# %% ../../nbs/20_paged_kv.ipynb #3a9c7502
+def kv_entries_at(spec: KVStreamSpec, num_tokens: int) -> int:
+    "Entries one sequence of `num_tokens` tokens keeps in a stream of this kind."
+    return min(num_tokens, spec.window) if spec.kind == "sliding" else spec.num_entries(num_tokens)
+
+
+def kv_bytes_at(groups: dict[str, tuple[KVStreamSpec, int]], num_tokens: int) -> int:
+    "Bytes of KV one sequence of `num_tokens` tokens keeps, over every stream group."
+    return sum(nbytes * kv_entries_at(spec, num_tokens) for spec, nbytes in groups.values())
