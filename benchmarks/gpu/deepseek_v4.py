@@ -240,9 +240,10 @@ def weight_bytes(model, batch: int, experts_used: dict) -> dict:
     seen = set()
     for name, m in model.named_modules():
         for pname, t in list(m.named_parameters(recurse=False)) + list(m.named_buffers(recurse=False)):
-            if t.data_ptr() in seen:
+            key = t.data_ptr() or id(t)                             # a tied weight once (meta: by id)
+            if key in seen:
                 continue
-            seen.add(t.data_ptr())
+            seen.add(key)
             nbytes = t.numel() * t.element_size()
             if id(m) in experts:                                    # [E, ...]: the experts used
                 by["routed_experts"] += nbytes / t.shape[0] * experts_used[experts[id(m)]]
