@@ -10,10 +10,11 @@ skipped with a message saying so and part 2 still runs.
 Part 1, exactness (fp32, eager attention): chapter 37's tiny random config with every kind of layer (a sliding
 layer, CSA m=4 with its indexer, HCA m'=8, window 6; hash-routed MoE in the first two layers and a random
 `tid2eid`; YaRN on the compress rope; hc_mult 2), saved with `save_pretrained` and served by `LLM` from that
-directory on the device (blocks of 4 tokens). Prompts of 3, 7, 17, 27 and 41 tokens (3 mod 4, past one and two
-HCA windows of 8, past 2 x 8 + window): transformers `generate(do_sample=False, min_new_tokens=N,
-max_new_tokens=N)` per prompt against ours, all prompts in one batch with `min_tokens=N`; and the largest logit
-difference of one full-prompt forward (`LLM.logits` against transformers' forward), bit-identical or not.
+directory on the device (blocks of 4 tokens, `kernels="torch"`: the transformers-exact kernel set). Prompts of 3,
+7, 17, 27 and 41 tokens (3 mod 4, past one and two HCA windows of 8, past 2 x 8 + window): transformers
+`generate(do_sample=False, min_new_tokens=N, max_new_tokens=N)` per prompt (N = 16) against ours with
+`min_tokens=N`, all prompts in one batch and each alone; and the largest logit difference of one full-prompt
+forward (`LLM.logits` against transformers' forward), bit-identical or not.
 
 Part 2, speed (bf16, synthetic weights made on the GPU by `load_format="dummy"`): DeepSeek-V4-Flash's layer
 shapes, from transformers 5.24's `DeepseekV4Config` defaults (its docstring checkpoint is
@@ -177,22 +178,25 @@ def exactness(dev: str, new_tokens: int) -> dict:
         ref.append(out[0, len(p):].tolist())
     llm = LLM(str(path), device=dev, dtype="float32", block_size=4, max_model_len=128, kernels="torch")
     rule = SamplingParams(temperature=0, max_tokens=new_tokens, min_tokens=new_tokens)
-    ours = [o.outputs[0].token_ids for o in llm.generate(prompts, rule)]
+    ours = [o.outputs[0].token_ids for o in llm.generate(prompts, rule)]           # one batch
+    alone = [llm.generate([p], rule)[0].outputs[0].token_ids for p in prompts]
     rows = []
-    for p, o, r in zip(prompts, ours, ref):
+    for p, o, r, o1 in zip(prompts, ours, ref, alone):
         theirs = hf(torch.tensor([p], device=dev), use_cache=False).logits[0].float().cpu()
         mine = llm.logits(p)
-        row = {"prompt_len": len(p), "greedy_identical": o == r,
+        row = {"prompt_len": len(p), "greedy_identical": o == r, "greedy_alone_identical": o1 == r,
                "first_differing_token": next((i for i, (a, b) in enumerate(zip(o, r)) if a != b), None),
                "logits_bit_identical": torch.equal(mine, theirs),
                "logits_max_abs_diff": (mine - theirs).abs().max().item()}
         rows.append(row)
-        log(f"  exact: prompt {len(p):2d} tokens: greedy {new_tokens} tokens identical {row['greedy_identical']}, "
+        log(f"  exact: prompt {len(p):2d} tokens: greedy {new_tokens} tokens identical {row['greedy_identical']} "
+            f"(alone {row['greedy_alone_identical']}), "
             f"logits bit-identical {row['logits_bit_identical']}, max |diff| {row['logits_max_abs_diff']:.3g}")
     st = llm.engine.stats()
     return {"config": {k: v for k, v in TINY.items() if k != "architectures"}, "dtype": "float32",
             "device": dev, "new_tokens": new_tokens, "rows": rows,
             "all_greedy_identical": all(r["greedy_identical"] for r in rows),
+            "all_greedy_alone_identical": all(r["greedy_alone_identical"] for r in rows),
             "all_logits_bit_identical": all(r["logits_bit_identical"] for r in rows),
             "max_logit_abs_diff": max(r["logits_max_abs_diff"] for r in rows),
             "blocks_free_after": st["kv_blocks_free"] == st["kv_blocks_total"]}
