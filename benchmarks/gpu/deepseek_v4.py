@@ -22,8 +22,8 @@ deepseek-ai/DeepSeek-V4-Flash-Base) and chapter 36's `_V4_DEFAULTS`: d 4096, voc
 with one shared K=V head, rope on 64 channels, q rank 1024, grouped output 8 groups x rank 1024, sliding window
 128, CSA m=4 with a lightning indexer of 64 heads x 128 and top-k 512, HCA m'=128, mHC n=4 with 20 Sinkhorn
 iterations, 256 routed experts of I=2048 (top-6, sqrt-softplus, scale 1.5) plus one shared expert, clamped SwiGLU
-at 10. The real model has 43 layers (2 HCA, then HCA/CSA alternating: 23 HCA, 20 CSA; 3 hash-MoE layers then 40
-top-k); here only `--layers` of them (default 4: HCA, CSA, HCA, CSA; the first hash-routed, with a random
+at 10. The real model has 43 layers (transformers' default schedule for 43, which its docstring calls V4-Pro's:
+2 HCA, then HCA/CSA alternating, 23 HCA and 20 CSA; 3 hash-MoE layers, then 40 top-k); here only `--layers` of them (default 4: HCA, CSA, HCA, CSA; the first hash-routed, with a random
 `tid2eid` of distinct experts per token), about 27.4e9 parameters (55 GB bf16). YaRN and multi-token prediction are
 left out: neither changes a decode step's bytes. B prompts of `--context` random tokens are prefilled through the
 engine (chunks of 4096 tokens), then after warm-up steps each of `--steps` decode steps (all B sequences decoding,
@@ -39,7 +39,8 @@ unless stated:
     experts during the warm-up steps (mean distinct experts per step) x 3 d I x 2 bytes;
   - the input embedding and hash table `tid2eid` (int64): only the B rows looked up;
   - the RoPE `inv_freq` buffers count (tiny); nothing else is skipped: attention projections, compressors,
-    the indexer's projections, mHC mappings, norms, router, shared expert, final HyperHead and norm, LM head;
+    the indexer's projections, mHC mappings (bf16 here, as the engine casts them), norms, router, shared
+    expert, final HyperHead and norm, LM head (untied, all of it);
 - KV, per sequence at context L (its length at the first timed step) and per layer:
   - the sliding K=V stream: min(L, 128) keys of 512 (keys and values are the same tensor: read once);
   - HCA: every compressed entry, floor(L/128) x 512;
