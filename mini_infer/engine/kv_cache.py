@@ -95,6 +95,9 @@ class BlockManager:
         if block.ref_count == 0:
             self.free_block_ids.append(block.block_id)
 
+    def skip_blocks(self, seq: Sequence) -> None:
+        "Hand back the blocks of `seq` no later query reads: none here (a sliding pool's rule)."
+
     # prefix caching: + cached, unused
     def num_unused_blocks(self) -> int: return self.num_free_blocks
 
@@ -115,10 +118,12 @@ def peak_blocks(self: BlockManager, seq: Sequence, num_tokens: int, chunk: int) 
 
 
 @patch
-def can_admit(self: BlockManager, seq: Sequence, num_tokens: int, chunk: int) -> bool:
+def can_admit(self: BlockManager, seq: Sequence, num_tokens: int, chunk: int,
+              reserve: bool = True) -> bool:
     """Room for `num_tokens` more tokens of `seq` (in chunks of at most `chunk`), the watermark kept
-    free."""
-    return self.num_free_blocks - self.peak_blocks(seq, num_tokens, chunk) >= self.watermark_blocks
+    free if `reserve`."""
+    return (self.num_free_blocks - self.peak_blocks(seq, num_tokens, chunk)
+            >= (self.watermark_blocks if reserve else 0))
 
 
 @patch
@@ -212,12 +217,14 @@ class KVCacheManager:
 
     def allocate_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
         "Grow every group's table for `num_new_tokens` more tokens; all or nothing."
+        for p in self.pools:
+            p.skip_blocks(seq)                    # first what no later query reads goes back
         if any(p.num_blocks_needed(seq, num_new_tokens) > p.num_free_blocks for p in self.pools):
             return False
         return all([p.allocate_slots(seq, num_new_tokens) for p in self.pools])
 
-    def can_admit(self, seq: Sequence, num_tokens: int, chunk: int) -> bool:
-        return all(p.can_admit(seq, num_tokens, chunk) for p in self.pools)
+    def can_admit(self, seq: Sequence, num_tokens: int, chunk: int, reserve: bool = True) -> bool:
+        return all(p.can_admit(seq, num_tokens, chunk, reserve) for p in self.pools)
 
     def max_tokens(self) -> float: return min(p.max_tokens() for p in self.pools)
 

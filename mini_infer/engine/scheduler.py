@@ -102,7 +102,8 @@ def schedule(self: Scheduler) -> SchedulerOutput:
             seq.num_cached_tokens = seq.num_computed_tokens = bm.get_computed_blocks(seq)
         rest = len(seq) - seq.num_computed_tokens
         n = min(rest, cap, budget)
-        if seq in out.preempted or not (bm.can_admit(seq, rest, cap) and bm.allocate_slots(seq, n)):
+        fits = bm.can_admit(seq, rest, cap, reserve=bool(self.running))      # alone: no watermark
+        if seq in out.preempted or not (fits and bm.allocate_slots(seq, n)):
             bm.free(seq)                             # waiting sequences hold no blocks
             break                                    # wait for blocks; never preempt for a newcomer
         self.waiting.popleft()
