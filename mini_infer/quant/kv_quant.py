@@ -225,9 +225,12 @@ class QuantizedAttention(Attention):
                 "QuantizedAttention.kv_cache is not bound: the model runner binds it"
             )
         md = md.view(self.kv_group)
-        for name, x, codec in (("k", k, self.key_codec), ("v", v, self.value_codec)):
-            for suffix, part in codec.encode(x).items():
-                store_kv(self.kv_cache[name + suffix], part, md.slot_mapping)
+        if hasattr(self.backend, "write"):          # a backend with its own fused write (43a)
+            self.backend.write(self, k, v, md)
+        else:
+            for name, x, codec in (("k", k, self.key_codec), ("v", v, self.value_codec)):
+                for suffix, part in codec.encode(x).items():
+                    store_kv(self.kv_cache[name + suffix], part, md.slot_mapping)
         return self.backend(q, self, md)
 
 # %% ../../nbs/42_turboquant.ipynb #cd47330a
@@ -291,9 +294,12 @@ def quantize_kv_cache(model: nn.Module, fmt: KVCacheFormat, kernels: str) -> dic
     sites = [(parent, name, m) for parent in model.modules() for name, m in parent.named_children()
              if isinstance(m, Attention)]
     keep = {0, len(sites) - 1} if fmt.keep_boundary_layers else set()
-    for i, (parent, name, m) in enumerate(sites):
-        if i not in keep:
-            setattr(parent, name, QuantizedAttention.of(m, fmt, backend))
+    swaps = [(parent, name, QuantizedAttention.of(m, fmt, backend))
+             for i, (parent, name, m) in enumerate(sites) if i not in keep]
+    for _, _, layer in swaps:                   # a backend may refuse a format it cannot read
+        getattr(backend, "check", lambda layer: None)(layer)
+    for parent, name, layer in swaps:
+        setattr(parent, name, layer)
     return {"format": fmt.name, "quantized_layers": len(sites) - len(keep),
             "kept_layers": len(keep)}
 
