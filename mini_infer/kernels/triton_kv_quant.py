@@ -297,6 +297,10 @@ class TritonKVQuantBackend:
         "Raise ValueError (at engine construction) unless the kernels read `layer`'s format."
         kernel_layout(layer)
 
+    def check_format(self, fmt) -> None:
+        "The same, for a format alone (EngineConfig, chapter 42): a layer of one head of 64."
+        kernel_layout(QuantizedAttention(1, 1, 64, 1.0, fmt, self))
+
     def constants(self, layer: QuantizedAttention, device) -> tuple:
         "(layout, codebook [2^b] fp32, boundaries [2^b - 1] fp32, Pi [D, D] fp32) on `device`."
         key = (layer.fmt.name, layer.head_dim, str(device))

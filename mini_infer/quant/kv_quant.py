@@ -194,6 +194,15 @@ class KVCacheFormat:
         "(key codec, value codec) for heads of `head_dim`."
         return self.key(head_dim), self.value(head_dim)
 
+    def check_config(self, config) -> None:
+        "Raise ValueError (when EngineConfig is built) unless `config`'s kernels read this format."
+        kernels = config.resolved_kernels
+        if kernels not in KV_QUANT_BACKENDS.names():
+            raise ValueError(f"kv_cache_dtype={self.name!r} cannot be read by kernels={kernels!r}: "
+                             "it has no quantized-KV backend (those that have: "
+                             f"{', '.join(KV_QUANT_BACKENDS.names())})")
+        getattr(KV_QUANT_BACKENDS.lookup(kernels), "check_format", lambda fmt: None)(self)
+
 # %% ../../nbs/42_turboquant.ipynb #49852f5e
 class QuantizedAttention(Attention):
     """`Attention` whose k/v cache streams hold a codec's parts; a backend reads them
