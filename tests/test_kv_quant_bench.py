@@ -24,6 +24,7 @@ def test_smoke_appends_runs(tmp_path):
     assert {r["kv"] for r in rows} == {"fp8", "turbo4", "turbo3"}
     assert all(r["codes_equal"] == 1.0 and r["float32_max_diff"] <= 1e-5 for r in rows), rows
     assert {r["kv"] for r in runs[-1]["timing"]} == {"bf16", "fp8", "turbo4", "turbo3"}
+    assert {r["kv"] for r in runs[-1]["write"]} == {"fp8", "turbo4", "turbo3"}
 
 
 def test_cli_refuses_qjl_with_triton_kernels():

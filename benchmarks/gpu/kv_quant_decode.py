@@ -6,6 +6,7 @@ quantized cache in place) at a few batch x context sizes of Qwen3-0.6B's and Qwe
     and the decode kernel against chapter 42's reference path (the same cache decoded by the codec, then
     reference_attention in fp32), max difference; fp32 bound 1e-5, bf16 bound 2e-3 + 2^-8 |ref| for fp8 and
     5e-3 + 2^-8 |ref| for TurboQuant (its codebook is rounded to bf16 for the tensor cores);
+  - write: one layer's K/V write of 1, 256 and 2048 tokens, the Triton write kernel against chapter 42's codec path;
   - timing: one decode call per layer inside a CUDA graph over n layers with distinct caches (their K/V together
     exceed the 50 MB L2), as in chapter 21a's benchmark: backend_us (the whole backend: rotation of q, kernel,
     merge, rotation back, cast) and kernel_us (the kernel and merge alone), and the K/V bytes read per second.
@@ -96,6 +97,7 @@ def check(quick: bool) -> list[dict]:
         [(1, 8192), (4, 4096), (16, 2048), (64, 1024), (256, 512)]
     models = {"tiny": (8, 2, 32)} if SMOKE else MODELS
     rows = []
+    torch.manual_seed(0)
     for model, (H, Hkv, D) in models.items():
         for B, ctx in cases:
             lens = [ctx] + [max(1, ctx // 2 + 7 * i) for i in range(B - 1)]
@@ -191,6 +193,42 @@ def timing(quick: bool) -> list[dict]:
     return rows
 
 
+def eager_us(fn) -> float:
+    "Median time of one eager call, in microseconds (one timed call under the interpreter)."
+    fn()
+    if SMOKE:
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e6
+    from triton.testing import do_bench
+    return do_bench(fn, return_mode="median") * 1e3
+
+
+def write_timing() -> list[dict]:
+    "One layer's K/V write of a prefill step: the Triton write kernel against chapter 42's codec + store_kv path."
+    models = {"tiny": (8, 2, 32)} if SMOKE else MODELS
+    rows = []
+    for model, (H, Hkv, D) in models.items():
+        for T in ((20,) if SMOKE else (1, 256, 2048)):
+            k, v = (torch.randn(T, Hkv, D, device=DEVICE, dtype=torch.bfloat16) for _ in range(2))
+            slots = torch.randperm(-(-T // P) * P, device=DEVICE)[:T]
+            md = types.SimpleNamespace(slot_mapping=slots)
+            for name in QUANT:
+                layer = QuantizedAttention(H, Hkv, D, D ** -0.5, KV_CACHE_DTYPES.lookup(name), TRITON_KV_QUANT)
+                layer.kv_cache = {s: torch.zeros(-(-T // P), P, *sp.shape, dtype=sp.dtype, device=DEVICE)
+                                  for s, sp in layer.kv_streams().items()}
+
+                def codec_write():
+                    for stream, x, codec in (("k", k, layer.key_codec), ("v", v, layer.value_codec)):
+                        for suffix, part in codec.encode(x).items():
+                            store_kv(layer.kv_cache[stream + suffix], part, slots)
+                rows.append(dict(model=model, tokens=T, kv=name,
+                                 kernel_us=eager_us(lambda: TRITON_KV_QUANT.write(layer, k, v, md)),
+                                 codec_us=eager_us(codec_write)))
+                print(rows[-1], flush=True)
+    return rows
+
+
 def print_table(rows: list[dict]) -> None:
     "A fixed-width text table of a list of dicts."
     if not rows:
@@ -226,6 +264,10 @@ def main() -> None:
           "kernel_us: the kernel and merge alone; gb_s: K/V bytes read (scales included) / kernel_us; vs_bf16: "
           "bf16 backend time / this backend's time)")
     print_table(run["timing"])
+    run["write"] = write_timing()
+    print("\nK/V write of one layer, bf16 rows (kernel_us: quant_store_kernel, one launch; codec_us: chapter 42's "
+          "encode + one store_kv per part; eager, median)")
+    print_table(run["write"])
     if a.out is not None or not SMOKE:
         out = Path(a.out or os.environ.get("OUT") or ROOT / "benchmarks" / "results")
         out.mkdir(parents=True, exist_ok=True)
