@@ -291,15 +291,15 @@ def _fail_request(self: LLMEngine, request_id: str, exc: BaseException) -> list[
 
 @patch
 def _stream_output(self: LLMEngine, seq: Sequence) -> StreamOutput:
-    k, seq.num_streamed_tokens = seq.num_streamed_tokens, seq.num_output_tokens
-    m = seq.metrics
-    m.on_tokens(self.step_time, seq.num_output_tokens - k)        # the tokens leave the engine now
+    k, n, m = seq.num_streamed_tokens, seq.num_output_tokens, seq.metrics
+    seq.num_streamed_tokens = n
+    m.on_tokens(self.step_time, n - k)                      # the tokens leave the engine now
     if seq.finish_reason is not None:
-        m.on_finish(self.step_time, seq.finish_reason, seq.num_output_tokens)
+        m.on_finish(self.step_time, seq.finish_reason, n)
     return StreamOutput(seq.request_id, seq.index, stream_delta(seq),
                         seq.token_ids[seq.num_prompt_tokens + k:],
                         seq.finish_reason, seq.logprobs[k:] if seq.logprobs is not None else None,
-                        seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens,
+                        seq.num_prompt_tokens, n, seq.num_cached_tokens,
                         prompt_logprobs=seq.prompt_logprobs if k == 0 else None,
                         metrics=m if seq.finish_reason is not None else None)
 
