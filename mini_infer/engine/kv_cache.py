@@ -76,7 +76,12 @@ class BlockManager:
             block = self._take_free_block()
             block.ref_count = 1
             table.append(block.block_id)
+        seq.metrics.on_blocks(self.group, self.num_held_blocks(seq))     # its peak (chapter 15)
         return True
+
+    def num_held_blocks(self, seq: Sequence) -> int:
+        "Blocks of this pool `seq` holds now: its table less the entries a window skipped."
+        return len(seq.block_tables.get(self.group, ())) - seq.num_skipped_blocks.get(self.group, 0)
 
     def free(self, seq: Sequence) -> None:
         """Return `seq`'s blocks of this group (last first); it starts again from token 0
@@ -161,10 +166,6 @@ class SlidingWindowBlockManager(BlockManager):
         window_blocks = (math.ceil((self.spec.window - 1
                                     + min(chunk, num_tokens)) / self.block_size) + 1)
         return min(self.num_blocks_needed(seq, num_tokens), window_blocks)
-
-    def num_held_blocks(self, seq: Sequence) -> int:
-        "Blocks of this pool `seq` holds now (the null block not counted)."
-        return sum(b != self.null_block for b in self.table(seq))
 
     def max_tokens(self) -> float:
         "Any length, if the pool holds one window and one block more (it never holds more at once)."
