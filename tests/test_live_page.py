@@ -6,13 +6,15 @@ import io
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from collections import Counter
 
 import httpx
 import pytest
 
-from conftest import API_KEY, Server
+from conftest import API_KEY, ROOT, Server
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -151,3 +153,17 @@ def test_live_fps_zero_serves_no_page(serve_logs, tiny_model):
         assert httpx.get(f"{s.url}/live/events?frames=1").status_code == 404
     finally:
         s.stop()
+
+
+def test_page_files_are_package_data(tmp_path):
+    "The page's files ship with `pip install` (MANIFEST.in + include_package_data), all that index.html loads."
+    r = subprocess.run([sys.executable, str(ROOT / "setup.py"), "-q", "egg_info", "--egg-base", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    sources = set((next(tmp_path.glob("*.egg-info")) / "SOURCES.txt").read_text().split())
+    static = ROOT / "mini_infer" / "api" / "static"
+    files = {f"mini_infer/api/static/{p.name}" for p in static.iterdir()}
+    assert files == {f"mini_infer/api/static/{n}" for n in ("index.html", "live.css", "live.js")}
+    assert files <= sources, files - sources
+    loaded = re.findall(r'(?:href|src)="/live/static/([^"]+)"', (static / "index.html").read_text())
+    assert sorted(loaded) == ["live.css", "live.js"]

@@ -89,6 +89,7 @@ class LiveFeed:
         self.num_frames = self.num_skipped = 0
         self.subscribers: dict[asyncio.Event, asyncio.AbstractEventLoop] = {}
         self._key, self._last, self._history = None, -math.inf, deque()
+        self._encoded = (0, "")                     # (frame number, its JSON): encoded once
 
     def __call__(self, engine: LLMEngine) -> None:
         "The observer (engine thread): publish a frame if something moved and one is due."
@@ -143,6 +144,14 @@ def subscribe(self: LiveFeed) -> asyncio.Event:
 def unsubscribe(self: LiveFeed, event: asyncio.Event) -> None:
     self.subscribers.pop(event, None)
 
+
+@patch
+def encoded(self: LiveFeed, frame: dict) -> str:
+    "`frame` as JSON, encoded once however many subscribers send it (on the event loop)."
+    if self._encoded[0] != frame["frame"]:
+        self._encoded = (frame["frame"], json.dumps(frame))
+    return self._encoded[1]
+
 # %% ../../nbs/26a_live_page.ipynb #88ec4107
 async def frame_events(feed: LiveFeed, state: ServerState, event: asyncio.Event,
                        max_frames: int | None):
@@ -153,7 +162,7 @@ async def frame_events(feed: LiveFeed, state: ServerState, event: asyncio.Event,
             frame = feed.frame
             if frame is not None and frame["frame"] != last:
                 last, sent = frame["frame"], sent + 1
-                yield json.dumps(frame)
+                yield feed.encoded(frame)
                 continue
             if state.draining and not state.thread.streams:
                 return
