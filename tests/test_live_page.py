@@ -3,6 +3,7 @@
 its numbers, sees the KV grid fill while the answer runs and go back to free after, and takes a screenshot that
 the test decodes and checks is not blank."""
 import io
+import json
 import os
 import re
 import shutil
@@ -123,6 +124,21 @@ def test_page_streams_an_answer_and_the_grid_moves(live_server, browser, tmp_pat
     ink = 1 - n_background / sum(colours.values())
     assert (width, height) == tuple(browser.execute_script("return [innerWidth, innerHeight]"))
     assert len(colours) > 16 and ink > 0.05, f"blank screenshot: {len(colours)} colours, {ink:.1%} ink"
+
+
+def test_page_shows_usage_extension_fields(live_server, browser):
+    "Under an answer, every numeric field `usage` has beyond OpenAI's three (per-request metrics), nested too."
+    browser.get(f"{live_server.url}/")
+    usage = {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13, "queue_time_s": 0.25,
+             "prompt_tokens_details": {"cached_tokens": 32}, "finish_reason": "stop"}
+    usage = json.dumps(usage)                       # as the server sends it: the key order kept
+    extra = browser.execute_script("return extraUsage(JSON.parse(arguments[0]))", usage)
+    assert extra == [["queue_time_s", 0.25], ["prompt_tokens_details.cached_tokens", 32]]
+    line = browser.execute_script(
+        "return numbersLine({ttft: 0.5, tokensPerS: 20, tokens: 4, finish: 'stop', "
+        "usage: JSON.parse(arguments[0])})", usage)
+    assert line == ("TTFT 0.500 s · 20.0 tokens/s · 4 tokens · finish stop · queue_time_s 0.250 · "
+                    "prompt_tokens_details.cached_tokens 32"), line
 
 
 def test_page_shows_the_servers_error(live_server, browser):

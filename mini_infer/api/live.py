@@ -56,25 +56,26 @@ def pools_of(engine: LLMEngine) -> list:
     return list(getattr(engine.block_manager, "pools", [engine.block_manager]))
 
 
-def seq_summary(seq: Sequence) -> dict:
-    "A sequence as the page lists it: its id, its tokens, the blocks it holds."
+def seq_summary(seq: Sequence, null_blocks: dict) -> dict:
+    "A sequence as the page lists it: its id, its tokens, the blocks it holds (null entries not)."
+    held = sum(b != null_blocks.get(g) for g, table in seq.block_tables.items() for b in table)
     return {"seq_id": seq.seq_id, "prompt_tokens": seq.num_prompt_tokens,
             "output_tokens": seq.num_output_tokens, "computed_tokens": seq.num_computed_tokens,
-            "cached_tokens": seq.num_cached_tokens,
-            "blocks": sum(len(t) for t in seq.block_tables.values())}
+            "cached_tokens": seq.num_cached_tokens, "blocks": held}
 
 
 def engine_frame(engine: LLMEngine) -> dict:
     "The state the live page draws: running and waiting sequences, block owners per pool, counters."
-    s = engine.scheduler
+    s, nulls = engine.scheduler, {p.group: p.null_block for p in pools_of(engine)}
     seqs = [*s.running, *s.waiting]
     pools = []
     for pool in pools_of(engine):
         owners, shared = block_owners(pool, seqs)
         pools.append({"group": pool.group, "kind": pool.spec.kind, "block_size": pool.block_size,
                       "owners": owners, "shared": shared})
-    return {"time": time.time(), "running": [seq_summary(q) for q in s.running],
-            "waiting": [seq_summary(q) for q in s.waiting], "num_waiting": num_waiting_seqs(engine),
+    return {"time": time.time(), "running": [seq_summary(q, nulls) for q in s.running],
+            "waiting": [seq_summary(q, nulls) for q in s.waiting],
+            "num_waiting": num_waiting_seqs(engine),
             "pools": pools, "stats": engine.stats()}
 
 # %% ../../nbs/26a_live_page.ipynb #991d93dc

@@ -102,6 +102,7 @@ async function ask(question) {
           if (tFirst === null) tFirst = tLast;
           chunks += 1;
           answer.textContent += choice.delta.content;
+          $("messages").scrollTop = $("messages").scrollHeight;
         }
         if (choice.finish_reason) m.finish = choice.finish_reason;
       }
