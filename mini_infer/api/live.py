@@ -112,9 +112,11 @@ def publish(self: LiveFeed, frame: dict, now: float) -> None:
     self.num_frames += 1
     frame.update(frame=self.num_frames, skipped=self.num_skipped, rates=self.rates(frame, now))
     self.frame = frame
-    for event, loop in list(self.subscribers.items()):
-        if not loop.is_closed():
+    for event, loop in tuple(self.subscribers.items()):
+        try:
             loop.call_soon_threadsafe(event.set)
+        except RuntimeError:                          # its loop has closed: the stream is gone
+            self.subscribers.pop(event, None)
 
 
 @patch
