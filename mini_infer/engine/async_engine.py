@@ -124,8 +124,9 @@ def dispatch(thread: EngineThread, outputs: list[StreamOutput]) -> None:
         thread.put(out.request_id, out)
     for request_id in list(thread.engine.finished):
         thread.engine.finished.pop(request_id)
-        thread.put(request_id, _END)
-        thread.streams.pop(request_id, None)
+        target = thread.streams.pop(request_id, None)   # first: the id may be reused at once
+        if target is not None:
+            thread.put(request_id, _END, target)
 
 # %% ../../nbs/25a_async_engine.ipynb #d502d085
 def num_waiting_seqs(engine: LLMEngine) -> int:
