@@ -310,7 +310,9 @@ def check_fields(c: EngineConfig) -> None:
 def check_registered(c: EngineConfig) -> None:
     """Raise ValueError for a kernels/quantization/KV dtype value no chapter registered, or one this
     device lacks."""
-    KV_CACHE_DTYPES.lookup(c.kv_cache_dtype)
+    fmt = KV_CACHE_DTYPES.lookup(c.kv_cache_dtype)
+    if fmt is not None:                     # a quantized cache checks its readers (42, 43a)
+        fmt.check_config(c)
     if c.quantization is not None:
         QUANTIZATIONS.lookup(c.quantization)
     if c.kernels != "auto":

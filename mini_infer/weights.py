@@ -58,7 +58,9 @@ def iter_safetensors(path) -> Iterator[tuple[str, torch.Tensor]]:
         if promised - set(names):
             raise ValueError(f"{file} lacks tensors its index names: "
                              f"{sorted(promised - set(names))[:5]}")
-        for name in names:
+        # a bar only on a terminal, and only once a file takes longer than a second
+        for name in tqdm(names, desc=f"loading {file.name}", unit="tensor", delay=1.0,
+                         disable=None, leave=False):
             yield name, f.get_tensor(name)
 
 # %% ../nbs/03_weights.ipynb #4243dc31

@@ -42,6 +42,10 @@ def test_info_prints_memory_plan():
     assert r.returncode == 0, r.stderr
     assert "LlamaForCausalLM, 30 layers, d=576, heads 9/3" in r.stdout
     assert "100 blocks x 16 tokens x 46,080 bytes/token = 70.3 MiB" in r.stdout
+    rows = {line.split("  ")[0]: line.split() for line in r.stdout.splitlines()}       # the memory plan table
+    assert rows["KV full"][2:] == ["100", "16", "46,080", "70.3", "MiB"], r.stdout
+    assert rows["weights"][-2:] == ["513.1", "MiB"] and rows["CUDA graphs"][-1] == "none"
+    assert rows["total"][-2:] == ["583.4", "MiB"]
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from fastcore.basics import patch
+from tqdm import tqdm
 
 from .model_runner import ModelRunner
 from .sampling import Sampler, SamplerOutput
@@ -150,7 +151,9 @@ def capture(self: CUDAGraphModelRunner) -> None:
     self.logits = torch.empty(self.batch_sizes[-1], self.model.config.vocab_size,
                               device=self.device)
     pool = torch.cuda.graph_pool_handle()
-    for size in reversed(self.batch_sizes):
+    sizes = tqdm(self.batch_sizes[::-1], desc="capturing CUDA graphs", unit="graph", delay=1.0,
+                 disable=None, leave=False)                   # a bar on a terminal, after 1 s
+    for size in sizes:
         self.forward_decode(size)                              # warm-up: compile, choose algorithms
         torch.cuda.synchronize(self.device)
         graph = torch.cuda.CUDAGraph()

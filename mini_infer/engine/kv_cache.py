@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['FULL', 'POOL_CLASSES', 'Block', 'BlockManager', 'SlidingWindowBlockManager', 'StatePool', 'kv_stream_groups',
            'make_pool', 'KVCacheManager', 'kv_bytes_per_token', 'kv_memory_budget', 'num_kv_blocks_for_memory',
-           'group_blocks', 'plan_kv_pools']
+           'group_blocks', 'plan_kv_pools', 'kv_entries_at', 'kv_bytes_at']
 
 # %% ../../nbs/20_paged_kv.ipynb #d4bec13f
 import math
@@ -76,7 +76,12 @@ class BlockManager:
             block = self._take_free_block()
             block.ref_count = 1
             table.append(block.block_id)
+        seq.metrics.on_blocks(self.group, self.num_held_blocks(seq))     # its peak (chapter 15)
         return True
+
+    def num_held_blocks(self, seq: Sequence) -> int:
+        "Blocks of this pool `seq` holds now: its table less the entries a window skipped."
+        return len(seq.block_tables.get(self.group, ())) - seq.num_skipped_blocks.get(self.group, 0)
 
     def free(self, seq: Sequence) -> None:
         """Return `seq`'s blocks of this group (last first); it starts again from token 0
@@ -94,6 +99,9 @@ class BlockManager:
         block.ref_count -= 1
         if block.ref_count == 0:
             self.free_block_ids.append(block.block_id)
+
+    def skip_blocks(self, seq: Sequence) -> None:
+        "Hand back the blocks of `seq` no later query reads: none here (a sliding pool's rule)."
 
     # prefix caching: + cached, unused
     def num_unused_blocks(self) -> int: return self.num_free_blocks
@@ -115,10 +123,12 @@ def peak_blocks(self: BlockManager, seq: Sequence, num_tokens: int, chunk: int) 
 
 
 @patch
-def can_admit(self: BlockManager, seq: Sequence, num_tokens: int, chunk: int) -> bool:
+def can_admit(self: BlockManager, seq: Sequence, num_tokens: int, chunk: int,
+              reserve: bool = True) -> bool:
     """Room for `num_tokens` more tokens of `seq` (in chunks of at most `chunk`), the watermark kept
-    free."""
-    return self.num_free_blocks - self.peak_blocks(seq, num_tokens, chunk) >= self.watermark_blocks
+    free if `reserve`."""
+    return (self.num_free_blocks - self.peak_blocks(seq, num_tokens, chunk)
+            >= (self.watermark_blocks if reserve else 0))
 
 
 @patch
@@ -156,10 +166,6 @@ class SlidingWindowBlockManager(BlockManager):
         window_blocks = (math.ceil((self.spec.window - 1
                                     + min(chunk, num_tokens)) / self.block_size) + 1)
         return min(self.num_blocks_needed(seq, num_tokens), window_blocks)
-
-    def num_held_blocks(self, seq: Sequence) -> int:
-        "Blocks of this pool `seq` holds now (the null block not counted)."
-        return sum(b != self.null_block for b in self.table(seq))
 
     def max_tokens(self) -> float:
         "Any length, if the pool holds one window and one block more (it never holds more at once)."
@@ -212,12 +218,14 @@ class KVCacheManager:
 
     def allocate_slots(self, seq: Sequence, num_new_tokens: int) -> bool:
         "Grow every group's table for `num_new_tokens` more tokens; all or nothing."
+        for p in self.pools:
+            p.skip_blocks(seq)                    # first what no later query reads goes back
         if any(p.num_blocks_needed(seq, num_new_tokens) > p.num_free_blocks for p in self.pools):
             return False
         return all([p.allocate_slots(seq, num_new_tokens) for p in self.pools])
 
-    def can_admit(self, seq: Sequence, num_tokens: int, chunk: int) -> bool:
-        return all(p.can_admit(seq, num_tokens, chunk) for p in self.pools)
+    def can_admit(self, seq: Sequence, num_tokens: int, chunk: int, reserve: bool = True) -> bool:
+        return all(p.can_admit(seq, num_tokens, chunk, reserve) for p in self.pools)
 
     def max_tokens(self) -> float: return min(p.max_tokens() for p in self.pools)
 
@@ -293,3 +301,13 @@ def plan_kv_pools(groups: dict[str, tuple[KVStreamSpec, int]], block_size: int, 
             lo, hi = (mid, hi) if nbytes(mid) <= budget else (lo, mid - 1)
         num_blocks = lo
     return size(num_blocks)
+
+# %% ../../nbs/20_paged_kv.ipynb #3a9c7502
+def kv_entries_at(spec: KVStreamSpec, num_tokens: int) -> int:
+    "Entries one sequence of `num_tokens` tokens keeps in a stream of this kind."
+    return min(num_tokens, spec.window) if spec.kind == "sliding" else spec.num_entries(num_tokens)
+
+
+def kv_bytes_at(groups: dict[str, tuple[KVStreamSpec, int]], num_tokens: int) -> int:
+    "Bytes of KV one sequence of `num_tokens` tokens keeps, over every stream group."
+    return sum(nbytes * kv_entries_at(spec, num_tokens) for spec, nbytes in groups.values())

@@ -4,13 +4,16 @@
 
 # %% auto #0
 __all__ = ['logger', 'CompletionOutput', 'RequestOutput', 'StreamOutput', 'to_token_ids', 'check_fits', 'make_block_manager',
-           'make_model_runner', 'EngineDeadError', 'LLMEngine', 'make_engine', 'LLM']
+           'make_model_runner', 'EngineDeadError', 'LLMEngine', 'kv_block_bytes', 'request_metrics', 'format_bytes',
+           'format_request_metrics', 'make_engine', 'LLM']
 
 # %% ../../nbs/25_engine.ipynb #3bc37935
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from fastcore.basics import patch
 
@@ -26,7 +29,13 @@ from .model_runner import BatchInvariantModelRunner, ModelRunner, prepare_inputs
 from .prefix_cache import make_kv_cache
 from .sampling import Sampler, SamplerOutput, SamplingParams, make_generator
 from .scheduler import BatchInvariantScheduler, Scheduler, SchedulerOutput
-from .sequence import Sequence, SequenceStatus, append_token, stream_delta
+from mini_infer.engine.sequence import (
+    Sequence,
+    SequenceMetrics,
+    SequenceStatus,
+    append_token,
+    stream_delta,
+)
 from mini_infer.engine.structured import (
     GrammarCache,
     GrammarConstraint,
@@ -62,7 +71,7 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool = True
     prompt_logprobs: list | None = None  # None for the first token, then Logprobs per prompt token
-    metrics: dict | None = None          # an engine's per-request figures (chapter 50: speculation)
+    metrics: dict | None = None          # request_metrics(...) below; chapter 50 adds speculation's
 
 # %% ../../nbs/25_engine.ipynb #71b6a760
 @dataclass
@@ -80,6 +89,7 @@ class StreamOutput:
     num_cached_tokens: int = 0
     error: str | None = None
     prompt_logprobs: list | None = None          # on a sample's first output, when asked for
+    metrics: SequenceMetrics | None = None       # on a sample's last output: its record (ch. 15)
 
 # %% ../../nbs/25_engine.ipynb #b0263394
 def to_token_ids(prompt, tokenizer: Tokenizer | None,
@@ -191,6 +201,8 @@ class LLMEngine:
         self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "requests_finished": 0,
                          "steps": 0}
         self._next_seq_id = 0
+        self.clock, self.step_time = time.monotonic, 0.0      # what stamps the requests' metrics
+        self.kv_block_bytes = kv_block_bytes(self.model, self.dtype, bm, self.block_size)
 
     def step(self) -> list[StreamOutput]:
         "One engine step: schedule, run, postprocess; the StreamOutputs of every sample that moved."
@@ -205,11 +217,12 @@ class LLMEngine:
         except Exception as e:                           # the batch's failure: all its requests end
             requests = dict.fromkeys(seq.request_id for seq, _ in plan.scheduled)
             return outputs + [o for rid in requests for o in self._fail_request(rid, e)]
+        self.step_time = self.clock()                   # when this step's tokens came out
         return outputs + self.postprocess(plan, sampled, out)
 
     def schedule(self) -> SchedulerOutput:
         "The step's plan: (sequence, new tokens) pairs within the token budget (chapter 22)."
-        return self.scheduler.schedule()
+        return self.stamp_admitted(self.scheduler.schedule())
 
     def run(self, plan: SchedulerOutput) -> tuple[list[Sequence], SamplerOutput | None]:
         """One packed forward and the sampler (chapter 24): the sequences that sampled and their
@@ -267,21 +280,28 @@ def _fail_request(self: LLMEngine, request_id: str, exc: BaseException) -> list[
         if seq.status is not SequenceStatus.FINISHED:
             seq.finish_reason, seq.error = "error", error
             self.scheduler.finish(seq)                           # frees its blocks
+            seq.metrics.on_finish(self.clock(), "error", seq.num_output_tokens)
             outs.append(StreamOutput(request_id, seq.index, "", [], "error", None,
                                      seq.num_prompt_tokens,
-                                     seq.num_output_tokens, seq.num_cached_tokens, error))
+                                     seq.num_output_tokens, seq.num_cached_tokens, error,
+                                     metrics=seq.metrics))
     self._may_retire(request_id)
     return outs
 
 
 @patch
 def _stream_output(self: LLMEngine, seq: Sequence) -> StreamOutput:
-    k, seq.num_streamed_tokens = seq.num_streamed_tokens, seq.num_output_tokens
+    k, n, m = seq.num_streamed_tokens, seq.num_output_tokens, seq.metrics
+    seq.num_streamed_tokens = n
+    m.on_tokens(self.step_time, n - k)                      # the tokens leave the engine now
+    if seq.finish_reason is not None:
+        m.on_finish(self.step_time, seq.finish_reason, n)
     return StreamOutput(seq.request_id, seq.index, stream_delta(seq),
                         seq.token_ids[seq.num_prompt_tokens + k:],
                         seq.finish_reason, seq.logprobs[k:] if seq.logprobs is not None else None,
-                        seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens,
-                        prompt_logprobs=seq.prompt_logprobs if k == 0 else None)
+                        seq.num_prompt_tokens, n, seq.num_cached_tokens,
+                        prompt_logprobs=seq.prompt_logprobs if k == 0 else None,
+                        metrics=m if seq.finish_reason is not None else None)
 
 
 @patch
@@ -332,7 +352,7 @@ def add_request(self: LLMEngine, request_id: str, prompt, params: SamplingParams
     if request_id in self.requests or request_id in self.finished:
         raise ValueError(f"request id {request_id!r} is already in use")
     text, ids, params = checked or self.check_request(prompt, params)
-    self.inbox.append(("add", request_id, prompt_text or text, ids, params))
+    self.inbox.append(("add", request_id, prompt_text or text, ids, params, self.clock()))
     return prompt_text or text, ids
 
 
@@ -354,7 +374,7 @@ def _drain_inbox(self: LLMEngine) -> list[StreamOutput]:
                     seq.finish_reason = "abort"
                     self.scheduler.finish(seq)
             continue
-        text, ids, params = rest
+        text, ids, params, arrival_time = rest
         first, self._next_seq_id = self._next_seq_id, self._next_seq_id + params.n
         try:                                    # child i of a seeded request: seed + i (chapter 13)
             gens = [None if params.seed is None else make_generator(params.seed + i, self.device)
@@ -370,6 +390,7 @@ def _drain_inbox(self: LLMEngine) -> list[StreamOutput]:
             failed += self._fail_request(request_id, e)
             continue
         for seq in seqs:
+            seq.metrics.arrival_time = arrival_time
             self.scheduler.add(seq)
         self.requests[request_id] = seqs
     return failed
@@ -410,7 +431,85 @@ def request_output(self: LLMEngine, request_id: str) -> RequestOutput:
                              s.cumulative_logprob if s.logprobs is not None else None, s.error)
             for s in seqs]
     return RequestOutput(request_id, s0.prompt_text, s0.token_ids[:s0.num_prompt_tokens], outs,
-                         prompt_logprobs=s0.prompt_logprobs)
+                         prompt_logprobs=s0.prompt_logprobs,
+                         metrics=request_metrics([s.metrics for s in seqs], self.kv_block_bytes))
+
+# %% ../../nbs/25_engine.ipynb #75f3aaba
+def kv_block_bytes(model: torch.nn.Module, dtype: torch.dtype, block_manager,
+                   block_size: int) -> dict[str, int]:
+    "Bytes one block of each stream group holds over all its layers (a `state` slot: one entry)."
+    groups, per_token = kv_stream_groups(model, dtype), kv_bytes_per_token(model, dtype)
+    return {p.group: (groups[p.group][1] if p.group in groups else per_token)
+            * (1 if p.spec.kind == "state" else block_size)
+            for p in getattr(block_manager, "pools", [block_manager])}
+
+# %% ../../nbs/25_engine.ipynb #c3147dd0
+def request_metrics(records: list[SequenceMetrics], block_bytes: dict[str, int]) -> dict:
+    "One request's figures from its samples' records, under vLLM's names where it has them."
+    def first(name, pick):
+        times = [getattr(r, name) for r in records if getattr(r, name) is not None]
+        return pick(times) if times else None
+
+    def span(start, end): return None if start is None or end is None else end - start
+    arrival, scheduled = first("arrival_time", min), first("first_scheduled_time", min)
+    first_token, last_token = first("first_token_time", min), first("last_token_time", max)
+    decode = span(first_token, last_token)
+    itl = [x for r in records for x in r.inter_token_latencies]
+    peak: dict[str, int] = {}
+    for r in records:
+        for group, n in r.peak_blocks.items():
+            peak[group] = peak.get(group, 0) + n
+    prompts = [r for r in records if r.index == 0]           # each prompt's first sample
+    pct = {f"inter_token_latency_p{q}": float(np.percentile(itl, q)) if itl else None
+           for q in (50, 90, 99)}
+    return {"num_prompt_tokens": sum(r.num_prompt_tokens for r in prompts),
+            "num_cached_tokens": sum(r.num_cached_tokens for r in prompts),
+            "num_generation_tokens": sum(r.num_output_tokens for r in records),
+            "queued_time": span(arrival, scheduled), "prefill_time": span(scheduled, first_token),
+            "time_to_first_token": span(arrival, first_token), "decode_time": decode,
+            "e2e_latency": span(arrival, first("finished_time", max)),
+            "decode_tokens_per_s": len(itl) / decode if decode else None, **pct,
+            "num_preemptions": sum(r.num_preemptions for r in records),
+            "kv_peak_blocks": peak,
+            "kv_peak_bytes": sum(n * block_bytes.get(g, 0) for g, n in peak.items()),
+            "finish_reasons": [r.finish_reason for r in records]}
+
+# %% ../../nbs/25_engine.ipynb #dd900fe3
+def format_bytes(n: float) -> str:
+    "A byte count in B, KiB, MiB or GiB, whichever keeps it under 1024."
+    for unit in ("B", "KiB", "MiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def format_request_metrics(m: dict) -> str:
+    "`request_metrics`' figures on one line; '-' where a figure does not exist (no token yet, say)."
+    def sec(x): return "-" if x is None else f"{x:.3f} s"
+    def ms(x): return "-" if x is None else f"{1000 * x:.1f}"
+    tps, peak = m["decode_tokens_per_s"], m["kv_peak_blocks"]
+    itl = "/".join(ms(m[f"inter_token_latency_p{q}"]) for q in (50, 90, 99))
+    blocks = " + ".join(f"{n} {g}" for g, n in peak.items()) if peak else "0"
+    return (f"prompt {m['num_prompt_tokens']} tokens ({m['num_cached_tokens']} cached), completion "
+            f"{m['num_generation_tokens']} tokens, queued {sec(m['queued_time'])}, ttft "
+            f"{sec(m['time_to_first_token'])} (prefill {sec(m['prefill_time'])}), decode "
+            f"{'-' if tps is None else f'{tps:.1f}'} tokens/s, itl p50/p90/p99 {itl} ms, e2e "
+            f"{sec(m['e2e_latency'])}, preemptions {m['num_preemptions']}, kv peak {blocks} blocks "
+            f"({format_bytes(m['kv_peak_bytes'])}), finish "
+            f"{','.join(map(str, m['finish_reasons']))}")
+
+# %% ../../nbs/25_engine.ipynb #c8ed10b5
+@patch
+def stamp_admitted(self: LLMEngine, plan: SchedulerOutput) -> SchedulerOutput:
+    "Stamp the first schedule of the samples `plan` admits, and their prefix-cache hit tokens."
+    if plan.admitted:
+        now = self.clock()
+        for seq in plan.admitted:
+            if seq.metrics.first_scheduled_time is None:
+                seq.metrics.first_scheduled_time = now
+                seq.metrics.num_cached_tokens = seq.num_cached_tokens
+    return plan
 
 # %% ../../nbs/25_engine.ipynb #b6699822
 @patch

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['CACHING_POOL_CLASSES', 'hash_block', 'extend_block_hashes', 'PrefixCachingBlockManager', 'find_cached_prefix',
-           'register_computed_blocks', 'SlidingWindowPrefixCachingBlockManager', 'make_caching_pool',
-           'PrefixCachingKVCacheManager', 'make_kv_cache']
+           'register_computed_blocks', 'SlidingWindowPrefixCachingBlockManager', 'CompressedPrefixCachingBlockManager',
+           'make_caching_pool', 'PrefixCachingKVCacheManager', 'make_kv_cache']
 
 # %% ../../nbs/23_prefix_caching.ipynb #96c6504e
 import hashlib
@@ -148,8 +148,29 @@ class SlidingWindowPrefixCachingBlockManager(PrefixCachingBlockManager, SlidingW
         super().attach(seq, hashes[first:], m - first)
 
 # %% ../../nbs/23_prefix_caching.ipynb #c08c1377
+class CompressedPrefixCachingBlockManager(PrefixCachingBlockManager):
+    """A caching pool for a `compressed(rate)` stream: its block j is keyed by full-block key
+    (j+1)*rate - 1."""
+
+    def keys(self, hashes: list[bytes]) -> list[bytes]:
+        "The keys of this pool's full blocks, one per `rate` full-size blocks."
+        return hashes[self.spec.rate - 1::self.spec.rate]
+
+    def hit_mask(self, hashes: list[bytes]) -> list[bool]:
+        "ok[m]: m is a whole number of this pool's blocks, all cached."
+        r, ok = self.spec.rate, super().hit_mask(self.keys(hashes))
+        return [m % r == 0 and ok[m // r] for m in range(len(hashes) + 1)]
+
+    def attach(self, seq: Sequence, hashes: list[bytes], m: int) -> None:
+        super().attach(seq, self.keys(hashes), m // self.spec.rate)
+
+    def register(self, seq: Sequence, hashes: list[bytes], start: int) -> None:
+        super().register(seq, self.keys(hashes), start // self.spec.rate)
+
+# %% ../../nbs/23_prefix_caching.ipynb #b098c343
 CACHING_POOL_CLASSES = {"full": PrefixCachingBlockManager,
-                        "sliding": SlidingWindowPrefixCachingBlockManager}
+                        "sliding": SlidingWindowPrefixCachingBlockManager,
+                        "compressed": CompressedPrefixCachingBlockManager}
 
 
 def make_caching_pool(spec: KVStreamSpec, num_blocks: int, block_size: int) -> BlockManager:

@@ -18,10 +18,11 @@ from .sequence import Sequence, SequenceStatus
 # %% ../../nbs/22_scheduler.ipynb #e477da4d
 @dataclass
 class SchedulerOutput:
-    """What one step computes: (sequence, number of new tokens) pairs, and who was preempted to make
-    room."""
+    """What one step computes: (sequence, number of new tokens) pairs, who was preempted to make
+    room, who was admitted."""
     scheduled: list[tuple[Sequence, int]] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
+    admitted: list[Sequence] = field(default_factory=list)     # from waiting, this step
 
     @property
     def num_tokens(self) -> int: return sum(n for _, n in self.scheduled)
@@ -68,6 +69,7 @@ class Scheduler:
         seq.status = SequenceStatus.WAITING
         self.waiting.appendleft(seq)
         self.num_preemptions += 1
+        seq.metrics.num_preemptions += 1                 # the sample's own count (chapter 15)
 
     def finish(self, seq: Sequence) -> None:
         "Remove a finished (or aborted) sequence from its queue and free its blocks."
@@ -102,13 +104,15 @@ def schedule(self: Scheduler) -> SchedulerOutput:
             seq.num_cached_tokens = seq.num_computed_tokens = bm.get_computed_blocks(seq)
         rest = len(seq) - seq.num_computed_tokens
         n = min(rest, cap, budget)
-        if seq in out.preempted or not (bm.can_admit(seq, rest, cap) and bm.allocate_slots(seq, n)):
+        fits = bm.can_admit(seq, rest, cap, reserve=bool(self.running))      # alone: no watermark
+        if seq in out.preempted or not (fits and bm.allocate_slots(seq, n)):
             bm.free(seq)                             # waiting sequences hold no blocks
             break                                    # wait for blocks; never preempt for a newcomer
         self.waiting.popleft()
         seq.status = SequenceStatus.RUNNING
         self.running.append(seq)
         out.scheduled.append((seq, n))
+        out.admitted.append(seq)
         budget -= n
     return out
 

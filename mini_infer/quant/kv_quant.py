@@ -194,6 +194,15 @@ class KVCacheFormat:
         "(key codec, value codec) for heads of `head_dim`."
         return self.key(head_dim), self.value(head_dim)
 
+    def check_config(self, config) -> None:
+        "Raise ValueError (when EngineConfig is built) unless `config`'s kernels read this format."
+        kernels = config.resolved_kernels
+        if kernels not in KV_QUANT_BACKENDS.names():
+            raise ValueError(f"kv_cache_dtype={self.name!r} cannot be read by kernels={kernels!r}: "
+                             "it has no quantized-KV backend (those that have: "
+                             f"{', '.join(KV_QUANT_BACKENDS.names())})")
+        getattr(KV_QUANT_BACKENDS.lookup(kernels), "check_format", lambda fmt: None)(self)
+
 # %% ../../nbs/42_turboquant.ipynb #49852f5e
 class QuantizedAttention(Attention):
     """`Attention` whose k/v cache streams hold a codec's parts; a backend reads them
@@ -225,9 +234,12 @@ class QuantizedAttention(Attention):
                 "QuantizedAttention.kv_cache is not bound: the model runner binds it"
             )
         md = md.view(self.kv_group)
-        for name, x, codec in (("k", k, self.key_codec), ("v", v, self.value_codec)):
-            for suffix, part in codec.encode(x).items():
-                store_kv(self.kv_cache[name + suffix], part, md.slot_mapping)
+        if hasattr(self.backend, "write"):          # a backend with its own fused write (43a)
+            self.backend.write(self, k, v, md)
+        else:
+            for name, x, codec in (("k", k, self.key_codec), ("v", v, self.value_codec)):
+                for suffix, part in codec.encode(x).items():
+                    store_kv(self.kv_cache[name + suffix], part, md.slot_mapping)
         return self.backend(q, self, md)
 
 # %% ../../nbs/42_turboquant.ipynb #cd47330a
@@ -291,9 +303,12 @@ def quantize_kv_cache(model: nn.Module, fmt: KVCacheFormat, kernels: str) -> dic
     sites = [(parent, name, m) for parent in model.modules() for name, m in parent.named_children()
              if isinstance(m, Attention)]
     keep = {0, len(sites) - 1} if fmt.keep_boundary_layers else set()
-    for i, (parent, name, m) in enumerate(sites):
-        if i not in keep:
-            setattr(parent, name, QuantizedAttention.of(m, fmt, backend))
+    swaps = [(parent, name, QuantizedAttention.of(m, fmt, backend))
+             for i, (parent, name, m) in enumerate(sites) if i not in keep]
+    for _, _, layer in swaps:                   # a backend may refuse a format it cannot read
+        getattr(backend, "check", lambda layer: None)(layer)
+    for parent, name, layer in swaps:
+        setattr(parent, name, layer)
     return {"format": fmt.name, "quantized_layers": len(sites) - len(keep),
             "kept_layers": len(keep)}
 
