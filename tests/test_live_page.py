@@ -141,6 +141,25 @@ def test_page_shows_usage_extension_fields(live_server, browser):
                     "prompt_tokens_details.cached_tokens 32"), line
 
 
+def test_page_shows_the_servers_request_metrics(serve_logs, tiny_model, browser):
+    "With --return-request-metrics, the engine's per-request figures in `usage` appear under the answer."
+    s = Server(str(tiny_model), "--return-request-metrics", log_dir=serve_logs)
+    try:
+        usage = httpx.post(f"{s.url}/v1/chat/completions", timeout=60, json={
+            "model": tiny_model.name, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}).json()
+        browser.get(f"{s.url}/")
+        ask(browser, "Hello?", "", 16)
+        wait_for(browser, "document.querySelector('.msg.assistant')?.dataset.done", "the answer")
+        numbers = browser.execute_script("return document.querySelector('.numbers').textContent")
+    finally:
+        s.stop()
+    extra = [k for k, v in usage.get("usage", {}).items()
+             if isinstance(v, (int, float)) and k not in ("prompt_tokens", "completion_tokens", "total_tokens")]
+    assert "time_to_first_token" in extra, usage
+    for key in extra:
+        assert f" · {key} " in numbers, (key, numbers)
+
+
 def test_page_shows_the_servers_error(live_server, browser):
     "A wrong key: the answer slot shows the server's 401 message; the page and the server go on."
     browser.get(f"{live_server.url}/")
