@@ -28,6 +28,7 @@ from importlib.metadata import version
 import torch
 import uvicorn
 
+from .api.live import LiveServerConfig, add_live_page
 from .api.server import ServerConfig, drain
 from .engine.kv_cache import kv_bytes_at, kv_stream_groups
 from .engine.llm_engine import LLM, format_bytes
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve",
                        help="serve the OpenAI API (default: the bundled SmolLM2 on 127.0.0.1:8000)")
     s.add_argument("model_path", nargs="?", default=None, metavar="MODEL")
-    add_config_args(s, ServerConfig)
+    add_config_args(s, LiveServerConfig)                 # chapter 26's options and --live-fps
     add_engine_args(s)
     c = sub.add_parser("chat", help="chat in the terminal (Ctrl-C stops a reply; Ctrl-D quits)")
     c.add_argument("--max-tokens", type=int, default=256)
@@ -193,15 +194,18 @@ def cmd_serve(a) -> int:
     from mini_infer.api.server import ServerState, build_app
     from mini_infer.engine.async_engine import EngineThread
     from mini_infer.engine.llm_engine import make_engine
-    options = {f.name: getattr(a, f.name) for f in fields(ServerConfig)}
+    options = {f.name: getattr(a, f.name) for f in fields(LiveServerConfig)}
     options["api_key"] = a.api_key or os.environ.get("MINI_INFER_API_KEY") or None
-    config = ServerConfig(**options)                      # a bad limit fails before the model loads
+    config = LiveServerConfig(**options)                  # a bad limit fails before the model loads
     model = a.model_path or a.model
     engine = make_engine(model, **engine_kwargs(a))
     state = ServerState(EngineThread(engine), a.served_model_name or served_name(model), config)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvi = uvicorn.Config(build_app(state), host=config.host, port=config.port, log_level="warning")
+    app = build_app(state)
+    if config.live_fps:                                   # the live engine page at / (chapter 26a)
+        add_live_page(app, state, config.live_fps)
+    uvi = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
     Server(uvi, state, config.shutdown_grace).run()
     state.thread.shutdown()
     return 0
