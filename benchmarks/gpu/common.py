@@ -121,3 +121,18 @@ def table(header: list[str], rows: list[list]) -> str:
     cells = [header] + [[f"{c:,.2f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
     w = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.rjust(w[i]) for i, c in enumerate(r)) for r in cells)
+
+
+def print_rows(rows: list[dict]) -> None:
+    "A fixed-width text table of a list of dicts."
+    if not rows:
+        return
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    fmt = lambda v: f"{v:.2e}" if isinstance(v, float) and abs(v) < 0.01 and v else (
+        f"{v:,.2f}" if isinstance(v, float) else str(v))
+    cells = [keys] + [[fmt(r.get(k, "")) for k in keys] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(keys))]
+    for j, c in enumerate(cells):
+        print("  ".join(x.rjust(w) for x, w in zip(c, widths)))
+        if j == 0:
+            print("  ".join("-" * w for w in widths))

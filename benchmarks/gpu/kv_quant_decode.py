@@ -39,6 +39,7 @@ if "mini_infer" not in sys.modules:          # the kernels without mini_infer/__
     sys.modules["mini_infer"] = _pkg
 
 import torch  # noqa: E402
+from common import print_rows  # noqa: E402
 import triton  # noqa: E402
 
 from mini_infer.engine_config import KV_CACHE_DTYPES  # noqa: E402
@@ -229,21 +230,6 @@ def write_timing() -> list[dict]:
     return rows
 
 
-def print_table(rows: list[dict]) -> None:
-    "A fixed-width text table of a list of dicts."
-    if not rows:
-        return
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    fmt = lambda v: f"{v:.2e}" if isinstance(v, float) and abs(v) < 0.01 and v else (
-        f"{v:,.2f}" if isinstance(v, float) else str(v))
-    cells = [keys] + [[fmt(r.get(k, "")) for k in keys] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(keys))]
-    for j, c in enumerate(cells):
-        print("  ".join(x.rjust(w) for x, w in zip(c, widths)))
-        if j == 0:
-            print("  ".join("-" * w for w in widths))
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer shapes")
@@ -258,16 +244,16 @@ def main() -> None:
     run = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "env": env, "smoke": SMOKE}
     run["correctness"] = check(a.quick)
     print("\ncorrectness: write kernel vs codec; decode kernel vs the reference path (fp32 and bf16 queries)")
-    print_table(run["correctness"])
+    print_rows(run["correctness"])
     run["timing"] = timing(a.quick)
     print("\ndecode attention per layer, P=16 (backend_us: whole backend in a CUDA graph of `layers` distinct caches; "
           "kernel_us: the kernel and merge alone; gb_s: K/V bytes read (scales included) / kernel_us; vs_bf16: "
           "bf16 backend time / this backend's time)")
-    print_table(run["timing"])
+    print_rows(run["timing"])
     run["write"] = write_timing()
     print("\nK/V write of one layer, bf16 rows (kernel_us: quant_store_kernel, one launch; codec_us: chapter 42's "
           "encode + one store_kv per part; eager, median)")
-    print_table(run["write"])
+    print_rows(run["write"])
     if a.out is not None or not SMOKE:
         out = Path(a.out or os.environ.get("OUT") or ROOT / "benchmarks" / "results")
         out.mkdir(parents=True, exist_ok=True)

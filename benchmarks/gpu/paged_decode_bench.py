@@ -27,6 +27,7 @@ if "mini_infer" not in sys.modules:
 import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
+from common import print_rows  # noqa: E402
 
 from mini_infer.kernels.triton_paged_attention import (num_decode_splits, paged_decode,  # noqa: E402
                                                        triton_paged_attention)
@@ -175,21 +176,6 @@ def sweep() -> list[dict]:
     return rows
 
 
-def print_table(rows: list[dict]) -> None:
-    "A fixed-width text table of a list of dicts."
-    if not rows:
-        return
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    fmt = lambda v: f"{v:.2e}" if isinstance(v, float) and abs(v) < 0.01 and v else (
-        f"{v:,.2f}" if isinstance(v, float) else str(v))
-    cells = [keys] + [[fmt(r.get(k, "")) for k in keys] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(keys))]
-    for j, c in enumerate(cells):
-        print("  ".join(x.rjust(w) for x, w in zip(c, widths)))
-        if j == 0:
-            print("  ".join("-" * w for w in widths))
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer shapes")
@@ -204,17 +190,17 @@ def main() -> None:
     run = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "env": env}
     run["correctness"] = check(a.quick)
     print("\ncorrectness (fp32 bound 1e-5; bf16 bound 2e-3 + 2^-8 |ref|, against fp32 on the same bf16 inputs)")
-    print_table(run["correctness"])
+    print_rows(run["correctness"])
     run["copy_gb_s"] = copy_bandwidth()
     print(f"\ndevice copy bandwidth (read + write): {run['copy_gb_s']:,.0f} GB/s")
     run["timing"] = timing(run["copy_gb_s"], a.quick)
     print("\ndecode attention, bf16, P=16, per layer (graph_us: median of do_bench over a CUDA graph of n layers with "
           "distinct caches; gb_s: K/V bytes read / graph_us; eager_us: one call without a graph)")
-    print_table(run["timing"])
+    print_rows(run["timing"])
     if a.sweep:
         run["sweep"] = sweep()
         print("\nsweep of paged_decode (bf16)")
-        print_table(run["sweep"])
+        print_rows(run["sweep"])
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
