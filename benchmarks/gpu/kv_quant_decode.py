@@ -39,7 +39,7 @@ if "mini_infer" not in sys.modules:          # the kernels without mini_infer/__
     sys.modules["mini_infer"] = _pkg
 
 import torch  # noqa: E402
-from common import print_rows  # noqa: E402
+from common import graphed_us, print_rows  # noqa: E402
 import triton  # noqa: E402
 
 from mini_infer.engine_config import KV_CACHE_DTYPES  # noqa: E402
@@ -122,25 +122,6 @@ def check(quick: bool) -> list[dict]:
     return rows
 
 
-def graphed_us(calls) -> float:
-    "Median time of one of `calls` when all run in one CUDA graph (eager on the CPU), in microseconds."
-    for c in calls:
-        c()
-    if SMOKE:
-        t0 = time.perf_counter()
-        calls[0]()
-        return (time.perf_counter() - t0) * 1e6
-    from triton.testing import do_bench
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for c in calls:
-            c()
-    us = do_bench(g.replay, return_mode="median") * 1e3 / len(calls)
-    del g
-    return us
-
-
 def timing(quick: bool) -> list[dict]:
     "One decode call per layer for bf16 and each quantized format, graphed over n layers of distinct caches."
     cases = [(2, 40)] if SMOKE else [(1, 8192), (64, 1024), (256, 1024)] if quick else \
@@ -158,7 +139,7 @@ def timing(quick: bool) -> list[dict]:
             k_pool = torch.randn(n, nb, P, Hkv, D, device=DEVICE, dtype=torch.bfloat16)
             v_pool = torch.randn_like(k_pool)
             us = graphed_us([lambda i=i: triton_paged_attention(q, k_pool[i], v_pool[i], md, D ** -0.5)
-                             for i in range(n)])
+                             for i in range(n)], eager=SMOKE)
             del k_pool, v_pool
             bf16_us = us
             rows.append(dict(model=model, B=B, ctx=ctx, kv="bf16", layers=n, backend_us=us, kernel_us=us,
@@ -177,7 +158,7 @@ def timing(quick: bool) -> list[dict]:
                     layers.append(layer)
                 lay = kernel_layout(layers[0])
                 nbytes = 2 * B * ctx * Hkv * (lay.nbytes + 4)
-                us = graphed_us([lambda i=i: TRITON_KV_QUANT(q, layers[i], md) for i in range(n)])
+                us = graphed_us([lambda i=i: TRITON_KV_QUANT(q, layers[i], md) for i in range(n)], eager=SMOKE)
                 _, lut, _, rot = TRITON_KV_QUANT.constants(layers[0], q.device)
                 q_rot = (q.float() @ rot.T if lay.rotation is not None else q.float()).contiguous()
                 splits = 1 if SMOKE else None
@@ -185,7 +166,7 @@ def timing(quick: bool) -> list[dict]:
                     splits = num_decode_splits(B, Hkv, ctx, torch.cuda.get_device_properties(0).multi_processor_count)
                 k_us = graphed_us([lambda i=i: quant_paged_decode(q_rot, layers[i], md, lay, lut, splits, 64, True,
                                                                   None if SMOKE else triton.language.bfloat16)
-                                   for i in range(n)])
+                                   for i in range(n)], eager=SMOKE)
                 rows.append(dict(model=model, B=B, ctx=ctx, kv=name, layers=n, backend_us=us, kernel_us=k_us,
                                  kv_mb=nbytes / 1e6, gb_s=nbytes / k_us / 1e3, vs_bf16=bf16_us / us))
                 del layers

@@ -27,7 +27,7 @@ if "mini_infer" not in sys.modules:
 import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
-from common import print_rows  # noqa: E402
+from common import graphed_us, print_rows  # noqa: E402
 
 from mini_infer.kernels.triton_paged_attention import (num_decode_splits, paged_decode,  # noqa: E402
                                                        triton_paged_attention)
@@ -96,20 +96,6 @@ def copy_bandwidth() -> float:
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     return 2 * src.numel() / do_bench(lambda: dst.copy_(src), return_mode="median") / 1e6
-
-
-def graphed_us(calls) -> float:
-    "Median time of one of `calls` when all run in one CUDA graph (no host overhead), in microseconds."
-    for c in calls:
-        c()                                                                # compile and warm up outside the capture
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for c in calls:
-            c()
-    us = do_bench(g.replay, return_mode="median") * 1e3 / len(calls)
-    del g
-    return us
 
 
 def layer_caches(B, ctx, H, Hkv, D, dtype=torch.bfloat16):
