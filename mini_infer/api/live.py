@@ -22,7 +22,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.staticfiles import StaticFiles
 
 import mini_infer.api
-from .server import APIError, ServerConfig, ServerState
+from .server import ERROR_RESPONSES, APIError, ServerConfig, ServerState
 from ..engine.async_engine import num_waiting_seqs
 from ..engine.llm_engine import LLMEngine
 from ..engine.sequence import Sequence
@@ -190,7 +190,10 @@ def add_live_page(app: FastAPI, state: ServerState, fps: float = 10.0) -> LiveFe
 
     @app.get("/live/events", response_model=None,
              responses={200: {"description": "server-sent events, one JSON frame each",
-                              "content": {"text/event-stream": {}}}, 429: {}})
+                              "content": {"text/event-stream": {}}},
+                        400: ERROR_RESPONSES[400],              # ?frames=0: the schema says ge=1
+                        429: {**ERROR_RESPONSES[429],
+                              "description": "too many open event streams"}})
     async def events(frames: int | None = Query(None, ge=1)):
         event = feed.subscribe()
         return EventSourceResponse(frame_events(feed, state, event, frames), sep="\n")
