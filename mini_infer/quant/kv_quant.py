@@ -294,6 +294,12 @@ def quantize_kv_cache(model: nn.Module, fmt: KVCacheFormat, kernels: str) -> dic
                          f"{', '.join(other)} keeps other streams (e.g. MLA's latent) that no "
                          "codec covers "
                          "yet: use kv_cache_dtype='auto'")
+    sharing = sorted({type(m).__name__ for m in model.modules()
+                      if isinstance(getattr(m, "source", None), Attention)})
+    if sharing:                         # Gemma 4's last layers read an earlier layer's plain k/v
+        raise ValueError(f"kv_cache_dtype={fmt.name!r}: {', '.join(sharing)} reads another layer's "
+                         "K/V (KV sharing), which no quantized-KV backend reads yet: use "
+                         "kv_cache_dtype='auto'")
     if kernels not in KV_QUANT_BACKENDS.names():
         raise ValueError(f"kv_cache_dtype={fmt.name!r} cannot be read by kernels={kernels!r}: it "
                          "has no "
