@@ -1,8 +1,11 @@
 """Benchmark b: the nano-vllm workload. Qwen3-0.6B shape, bf16, 256 requests, prompt and output lengths uniform in
 [100, 1024], random prompt tokens, ignore_eos, seed 0 (nano-vllm's bench.py). Output tokens/s of mini_infer and of
 HF transformers `generate` over the same requests (padded batches of --hf-batch, greedy, same weights).
+--kv-cache-dtype auto,fp8,... runs mini_infer once per KV dtype in the same process (chapters 42-43a), each against
+the first in the list: `kv_runs` in the result, with tokens/s and the ratio to the first dtype.
 
     python benchmarks/gpu/throughput.py [--num-requests 256] [--hf-batch 128] [--skip-hf] [--out DIR]   (H200, ~3 min)
+    python benchmarks/gpu/throughput.py --skip-hf --kv-cache-dtype auto,fp8,turbo4,turbo3
 """
 import argparse
 import random
@@ -43,26 +46,38 @@ def main() -> None:
     ap.add_argument("--hf-batch", type=int, default=128)
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--kv-cache-dtype", default="auto", help="comma-separated; the first is the baseline")
     a = ap.parse_args()
     prompts, outs = workload(a.num_requests)
     total_out = sum(outs)
     res = {"env": env(), "shape": "Qwen3-0.6B", "dtype": "bfloat16", "num_requests": a.num_requests,
            "prompt_tokens": sum(map(len, prompts)), "output_tokens": total_out}
-    t0 = time.perf_counter()
-    llm = LLM(config_dir("Qwen3-0.6B"), dtype="bfloat16", device="cuda", load_format="dummy", max_model_len=2048,
-              max_num_seqs=256, max_num_batched_tokens=16384, gpu_memory_utilization=0.5)
-    res["startup_s"] = time.perf_counter() - t0
-    res["graph_memory_MiB"] = getattr(llm.engine.runner, "graph_memory_bytes", 0) / 2**20
-    llm.generate([[1, 2, 3]], SamplingParams(temperature=0, max_tokens=4))                   # warm-up
     params = [SamplingParams(temperature=0, max_tokens=o, ignore_eos=True) for o in outs]
-    torch.cuda.synchronize(); t0 = time.perf_counter()
-    got = llm.generate(prompts, params)
-    torch.cuda.synchronize(); res["mini_infer_s"] = time.perf_counter() - t0
-    assert [len(o.outputs[0].token_ids) for o in got] == outs
-    res["mini_infer_tok_s"] = total_out / res["mini_infer_s"]
-    res["mini_infer_steps"] = llm.engine.counters["steps"]
-    res["num_preemptions"] = llm.engine.scheduler.num_preemptions
-    print({k: v for k, v in res.items() if k != "env"}, flush=True)
+    res["kv_runs"] = []
+    for i, kv in enumerate(a.kv_cache_dtype.split(",")):
+        if i:
+            del llm
+            free_cuda()
+        t0 = time.perf_counter()
+        llm = LLM(config_dir("Qwen3-0.6B"), dtype="bfloat16", device="cuda", load_format="dummy",
+                  max_model_len=2048, max_num_seqs=256, max_num_batched_tokens=16384, gpu_memory_utilization=0.5,
+                  kv_cache_dtype=kv)
+        run = {"kv_cache_dtype": kv, "startup_s": time.perf_counter() - t0,
+               "graph_memory_MiB": getattr(llm.engine.runner, "graph_memory_bytes", 0) / 2**20}
+        llm.generate([[1, 2, 3]], SamplingParams(temperature=0, max_tokens=4))                   # warm-up
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        got = llm.generate(prompts, params)
+        torch.cuda.synchronize(); run["s"] = time.perf_counter() - t0
+        assert [len(o.outputs[0].token_ids) for o in got] == outs
+        run.update(tok_s=total_out / run["s"], steps=llm.engine.counters["steps"],
+                   num_preemptions=llm.engine.scheduler.num_preemptions)
+        run["vs_first"] = run["tok_s"] / res["kv_runs"][0]["tok_s"] if res["kv_runs"] else 1.0
+        res["kv_runs"].append(run)
+        print(run, flush=True)
+    first = res["kv_runs"][0]
+    res.update(startup_s=first["startup_s"], graph_memory_MiB=first["graph_memory_MiB"], mini_infer_s=first["s"],
+               mini_infer_tok_s=first["tok_s"], mini_infer_steps=first["steps"],
+               num_preemptions=first["num_preemptions"], kv_cache_dtype=first["kv_cache_dtype"])
     if not a.skip_hf:
         hf = hf_twin(llm, "Qwen3-0.6B", torch.bfloat16)
         del llm
@@ -74,7 +89,7 @@ def main() -> None:
         res["ratio"] = res["mini_infer_tok_s"] / res["hf_tok_s"]
     save("throughput", res, a.out)
     print(table(["system", "seconds", "output tok/s"],
-                [["mini_infer", res["mini_infer_s"], res["mini_infer_tok_s"]]]
+                [[f"mini_infer, KV {r['kv_cache_dtype']}", r["s"], r["tok_s"]] for r in res["kv_runs"]]
                 + ([[f"HF generate (batches of {a.hf_batch})", res["hf_s"], res["hf_tok_s"]]] if "hf_s" in res else [])))
     if "ratio" in res:
         print(f"ratio mini_infer / HF: {res['ratio']:.2f}x over {a.num_requests} requests, {total_out} output tokens")
