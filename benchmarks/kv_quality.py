@@ -37,14 +37,37 @@ def first_divergence(a: list[int], b: list[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def measure(dtype: str, prompts, text_ids, max_tokens: int) -> dict:
-    "Greedy continuations, text logits and bytes per token of one kv_cache_dtype."
+def measure(dtype: str, prompts, text_ids, max_tokens: int, **options) -> dict:
+    "Greedy continuations, text logits and bytes per token of one kv_cache_dtype (and LLM `options`)."
     from mini_infer import LLM, SamplingParams
-    llm = LLM(kv_cache_dtype=dtype, max_num_batched_tokens=2048, num_kv_blocks=512)
+    from mini_infer.quant.int8 import model_bytes
+    llm = LLM(kv_cache_dtype=dtype, max_num_batched_tokens=2048, num_kv_blocks=512, **options)
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True))
     logits = llm.logits(text_ids)                                                   # [S, V] fp32
     return {"tokens": [o.outputs[0].token_ids for o in outs], "logits": logits,
-            "kv_bytes_per_token": llm.engine.kv_bytes_per_token}
+            "kv_bytes_per_token": llm.engine.kv_bytes_per_token, "weight_bytes": model_bytes(llm.engine.model)}
+
+
+def quality(ref: dict, m: dict, text_ids: list[int], max_tokens: int) -> dict:
+    "Greedy agreement, mean logit cosine and perplexity of a run `m` against the reference run `ref`."
+    div = [first_divergence(x, y) for x, y in zip(ref["tokens"], m["tokens"])]
+    nll = torch.nn.functional.cross_entropy(m["logits"][:-1], torch.tensor(text_ids[1:])).item()
+    cos = torch.nn.functional.cosine_similarity(m["logits"], ref["logits"], dim=-1).mean().item()
+    return {"mean_first_divergence": sum(div) / len(div), "first_divergence": div,
+            "prefix16_identical": sum(d >= 16 for d in div) / len(div),
+            "all_identical": sum(d >= max_tokens for d in div) / len(div), "logit_cosine": cos,
+            "perplexity": math.exp(nll)}
+
+
+def texts(num_prompts: int, text_tokens: int) -> tuple[list[int], list[list[int]]]:
+    "The perplexity text's first `text_tokens` tokens and `num_prompts` 32-token prompts of the prompt text."
+    from mini_infer.engine.tokenizer import Tokenizer
+    from mini_infer.weights import bundled_model_path
+    tok = Tokenizer.from_gguf(bundled_model_path())
+    text_ids = tok.encode(PPL_TEXT.read_text())[:text_tokens]
+    pool = tok.encode(PROMPT_TEXT.read_text())
+    stride = (len(pool) - 32) // num_prompts
+    return text_ids, [pool[i * stride: i * stride + 32] for i in range(num_prompts)]
 
 
 def main() -> None:
@@ -60,26 +83,14 @@ def main() -> None:
     torch.set_num_threads(1)
     register_variants()
     from mini_infer.engine_config import KV_CACHE_DTYPES
-    from mini_infer.engine.tokenizer import Tokenizer
-    from mini_infer.weights import bundled_model_path
-    tok = Tokenizer.from_gguf(bundled_model_path())
-    text_ids = tok.encode(PPL_TEXT.read_text())[: a.text_tokens]
-    pool = tok.encode(PROMPT_TEXT.read_text())
-    stride = (len(pool) - 32) // a.num_prompts
-    prompts = [pool[i * stride: i * stride + 32] for i in range(a.num_prompts)]
+    text_ids, prompts = texts(a.num_prompts, a.text_tokens)
     dtypes = [d for d in a.dtypes.split(",") if d in KV_CACHE_DTYPES.names()]
     ref = measure("auto", prompts, text_ids, a.max_tokens)
     rows, results = [], {}
     for dtype in dtypes:
         m = ref if dtype == "auto" else measure(dtype, prompts, text_ids, a.max_tokens)
-        div = [first_divergence(x, y) for x, y in zip(ref["tokens"], m["tokens"])]
-        lg = m["logits"]
-        nll = torch.nn.functional.cross_entropy(lg[:-1], torch.tensor(text_ids[1:])).item()
-        cos = torch.nn.functional.cosine_similarity(lg, ref["logits"], dim=-1).mean().item()
-        r = {"kv_bytes_per_token": m["kv_bytes_per_token"], "mean_first_divergence": sum(div) / len(div),
-             "first_divergence": div, "prefix16_identical": sum(d >= 16 for d in div) / len(div),
-             "all_identical": sum(d >= a.max_tokens for d in div) / len(div), "logit_cosine": cos,
-             "perplexity": math.exp(nll)}
+        r = {"kv_bytes_per_token": m["kv_bytes_per_token"], **quality(ref, m, text_ids, a.max_tokens)}
+        cos = r["logit_cosine"]
         results[dtype] = r
         rows.append([dtype, r["kv_bytes_per_token"], f"{r['kv_bytes_per_token'] / ref['kv_bytes_per_token']:.3f}",
                      f"{r['prefix16_identical']:.0%}", f"{r['all_identical']:.0%}", f"{r['mean_first_divergence']:.1f}",

@@ -561,6 +561,9 @@ def merge_linears(parts: list[nn.Module]) -> nn.Module:
         if (name not in merged._parameters and getattr(first, name, None) is None
             and name in first._parameters):
             merged.register_parameter(name, None)
+    for name, buffer in first._buffers.items():           # buffers None on the parts stay None
+        if buffer is None:
+            merged.register_buffer(name, None)
     for p in parts:
         if hasattr(p, "weight_loader"):
             attach_weight_loader(p)                  # the new view parameters load through the part
@@ -568,6 +571,7 @@ def merge_linears(parts: list[nn.Module]) -> nn.Module:
     if hasattr(first, "output_size_per_partition"):
         merged.output_size_per_partition = sum(p.output_size_per_partition for p in parts)
     merged.split_sizes = [getattr(p, "output_size_per_partition", p.out_features) for p in parts]
+    merged.merged_from = tuple(parts)                  # a plain attribute: the parts, not submodules
     return merged
 
 

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['INT4_GROUP_SIZES', 'GGUF_INT4_TYPES', 'INT4_SCHEMES', 'pack_int4', 'unpack_int4', 'quantize_int4', 'dequantize_int4',
            'int4_linear_reference', 'gguf_int4_blocks', 'gguf_q8_0_blocks', 'tinygemm_pack', 'int4_linear_cpu',
-           'Int4Linear', 'quantize_model_int4', 'Int4Scheme', 'int4_cpu_pass', 'GroupInt8Linear', 'GroupInt8Embedding',
-           'quantize_model_gguf', 'GGUFScheme']
+           'Int4Linear', 'quantize_model_int4', 'Int4Scheme', 'merge_int4_projections', 'int4_cpu_pass',
+           'GroupInt8Linear', 'GroupInt8Embedding', 'quantize_model_gguf', 'GGUFScheme']
 
 # %% ../../nbs/41_int4_weights.ipynb #b0d7559d
 import logging
@@ -188,6 +188,9 @@ from fastcore.basics import patch
 def forward(self: Int4Linear, x: torch.Tensor) -> torch.Tensor:
     # row-parallel: rank 0 only
     bias = None if self.is_row_parallel and self.tp_rank != 0 else self.bias
+    if self.layout == "merged":
+        raise RuntimeError("this int4 layer's codes were released: the layer it was merged into "
+                           "computes it")
     if self.layout == "tinygemm":
         out = int4_linear_cpu(x, self.qweight, self.scale_zeros, self.group_size, bias)
     else:
@@ -256,14 +259,41 @@ for _name, _scheme in INT4_SCHEMES.items():
     QUANTIZATIONS.register(_name, _scheme)
 
 # %% ../../nbs/41_int4_weights.ipynb #7edc4f55
+@patch
+def release(self: Int4Linear) -> None:
+    "Drop the codes of a part whose merged layer computes it (they were views into the merged ones)."
+    self.qweight = self.scale = self.wmin = None
+    self.layout = "merged"
+
+
+def merge_int4_projections(model: nn.Module) -> int:
+    "Chapter 10's q/k/v and gate/up merge where the int4 layers share one grid; the merged count."
+    grids = {(m.group_size, m.wmin is None) for m in model.modules()
+             if isinstance(m, Int4Linear) and m.layout == "rows"}
+    if len(grids) != 1:
+        return 0
+    for m in [m for m in model.modules() if callable(getattr(m, "merge_projections", None))]:
+        try:
+            m.merge_projections()
+        except ValueError:                        # parts of different classes stay apart
+            continue
+    merged = [m for m in model.modules() if isinstance(m, Int4Linear) and hasattr(m, "merged_from")]
+    for m in merged:
+        for part in m.merged_from:
+            part.release()
+    return len(merged)
+
+# %% ../../nbs/41_int4_weights.ipynb #31e8592c
 @register_pass("int4_cpu", order=45, applies=lambda config: config.torch_device.type == "cpu"
                and config.resolved_kernels == "paged" and config.quantization is not None
                and (config.quantization.startswith("int4") or config.quantization == "gguf"))
 def int4_cpu_pass(model: nn.Module, config) -> int:
     """Model pass: repack every int4 layer (and group-wise int8 head) for PyTorch's CPU int4 kernel;
     the count."""
+    merge_int4_projections(model)
     # a list: the pass adds modules
-    layers = [m for m in model.modules() if hasattr(m, "use_cpu_kernel")]
+    layers = [m for m in model.modules()
+              if hasattr(m, "use_cpu_kernel") and getattr(m, "layout", None) != "merged"]
     return sum(bool(m.use_cpu_kernel()) for m in layers)
 
 # %% ../../nbs/41_int4_weights.ipynb #7bf712c7
