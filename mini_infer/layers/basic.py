@@ -571,7 +571,7 @@ def merge_linears(parts: list[nn.Module]) -> nn.Module:
     if hasattr(first, "output_size_per_partition"):
         merged.output_size_per_partition = sum(p.output_size_per_partition for p in parts)
     merged.split_sizes = [getattr(p, "output_size_per_partition", p.out_features) for p in parts]
-    merged.merged_from = tuple(parts)                  # a plain attribute: the parts, not submodules
+    merged.merged_from = tuple(parts)                # a plain attribute: the parts, not submodules
     return merged
 
 

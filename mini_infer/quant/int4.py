@@ -261,7 +261,7 @@ for _name, _scheme in INT4_SCHEMES.items():
 # %% ../../nbs/41_int4_weights.ipynb #7edc4f55
 @patch
 def release(self: Int4Linear) -> None:
-    "Drop the codes of a part whose merged layer computes it (they were views into the merged ones)."
+    "Drop the codes of a part its merged layer computes (they were views into the merged ones)."
     self.qweight = self.scale = self.wmin = None
     self.layout = "merged"
 
