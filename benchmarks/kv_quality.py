@@ -40,7 +40,7 @@ def first_divergence(a: list[int], b: list[int]) -> int:
 def measure(dtype: str, prompts, text_ids, max_tokens: int, **options) -> dict:
     "Greedy continuations, text logits and bytes per token of one kv_cache_dtype (and LLM `options`)."
     from mini_infer import LLM, SamplingParams
-    from mini_infer.quant.int8 import model_bytes
+    from mini_infer.loader import model_bytes
     llm = LLM(kv_cache_dtype=dtype, max_num_batched_tokens=2048, num_kv_blocks=512, **options)
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True))
     logits = llm.logits(text_ids)                                                   # [S, V] fp32

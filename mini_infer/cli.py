@@ -34,6 +34,7 @@ from .engine.kv_cache import kv_bytes_at, kv_stream_groups
 from .engine.llm_engine import LLM, format_bytes
 from .engine.sampling import SamplingParams
 from .engine_config import EngineConfig, Registry, import_plugins
+from .loader import model_bytes
 from .testing import env_report
 
 logger = logging.getLogger("mini_infer.cli")
@@ -348,7 +349,9 @@ def memory_plan(llm: LLM) -> dict:
     e = llm.engine
     groups = kv_stream_groups(llm.model, e.dtype)
     pools = getattr(e.block_manager, "pools", [e.block_manager])
-    return {"weights_bytes": sum(p.numel() * p.element_size() for p in llm.model.parameters()),
+    quantized = dict(e.passes).get("quantize") or {}        # the quantize pass's bytes_before/after
+    return {"weights_bytes": model_bytes(llm.model),
+            "weights_unquantized_bytes": quantized.get("bytes_before"),
             "kv_bytes_per_token": e.kv_bytes_per_token, "block_size": e.block_size,
             "kv_blocks": e.num_kv_blocks,
             "kv_tokens": e.kv_budget_tokens, "kv_bytes": e.runner.kv_cache_bytes,
@@ -416,7 +419,11 @@ def cmd_info(a) -> int:
     print(f"kernels     : {llm.engine.kernels}; passes "
           f"{', '.join(n for n, _ in llm.engine.passes)}; CUDA graphs "
           f"{'yes' if getattr(llm.engine.runner, 'graphs', None) else 'no'}")
-    print(f"weights     : {plan['weights_bytes'] / 2**20:,.1f} MiB")
+    full = plan["weights_unquantized_bytes"]
+    quantized = (f" ({llm.engine.engine_config.quantization}: {full / 2**20:,.1f} MiB before "
+                 f"quantization, x{plan['weights_bytes'] / full:.3f})"
+                 if full else "")
+    print(f"weights     : {plan['weights_bytes'] / 2**20:,.1f} MiB{quantized}")
     tokens = "any length" if plan["kv_tokens"] == float("inf") else f"{plan['kv_tokens']:,} tokens"
     terms = " + ".join(kv_group_term(g, plan["kv_kinds"][g], n, plan["block_size"], b)
                        for g, (n, b) in plan["kv_groups"].items())

@@ -22,7 +22,8 @@ from ..engine_config import QUANTIZATIONS, register_pass
 from ..layers.basic import (ColumnParallelLinear, ParallelLMHead, RowParallelLinear,
                                      VocabParallelEmbedding)
 from ..config import gguf_metadata, open_gguf
-from .int8 import Int8Linear, model_bytes
+from ..loader import model_bytes
+from .int8 import Int8Linear
 from ..weights import gguf_to_hf_name, model_path, unpermute_qk
 
 _logger = logging.getLogger(__name__)

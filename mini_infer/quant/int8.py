@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['INT8_KERNEL_MAX_M', 'quantize_int8', 'dequantize_int8', 'int8_linear_reference', 'int8_linear', 'Int8Linear',
-           'model_bytes', 'quantize_model']
+           'quantize_model']
 
 # %% ../../nbs/40_int8_weights.ipynb #0501fcb1
 import torch
@@ -13,6 +13,7 @@ from torch import nn
 
 from ..engine_config import QUANTIZATIONS
 from ..layers.basic import ColumnParallelLinear, RowParallelLinear
+from ..loader import model_bytes
 
 # %% ../../nbs/40_int8_weights.ipynb #c9f2708a
 @torch.no_grad()
@@ -111,13 +112,6 @@ class Int8Linear(nn.Module):
         n, k = self.qweight.shape
         return (f"in={k}, out={n}, bias={self.bias is not None}, int8, scale={self.scale.dtype}, "
                 f"tp={self.tp_rank}/{self.tp_size}")
-
-# %% ../../nbs/40_int8_weights.ipynb #cf258af1
-def model_bytes(model: nn.Module) -> int:
-    """Bytes of `model`'s parameters and persistent buffers, each storage counted once (tied
-    weights)."""
-    tensors = {t.data_ptr(): t for t in model.state_dict(keep_vars=True).values()}
-    return sum(t.numel() * t.element_size() for t in tensors.values())
 
 # %% ../../nbs/40_int8_weights.ipynb #647a038f
 @torch.no_grad()
