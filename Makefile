@@ -92,7 +92,7 @@ nbdev-test: install
 
 pytest: install
 	$(call timer,pytest)
-	$(TEST_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests -q -rs     # -rs: why a test skipped
+	$(TEST_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests -q -rs --durations=15     # -rs: why a test skipped; the 15 slowest
 
 book: install
 	$(call timer,book)
