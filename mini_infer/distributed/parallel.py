@@ -382,13 +382,15 @@ def serve_driver(model: nn.Module, comm: ProcessGroupComm, dtype: torch.dtype) -
             raise RuntimeError(f"unknown message op {op}")
 
 # %% ../../nbs/60_tensor_parallel.ipynb #4c826456
-def init_rank(c: EngineConfig, timeout_s: float | None = None) -> ProcessGroupComm:
+def init_rank(c: EngineConfig, timeout_s: float | None = None,
+              world_size: int | None = None) -> ProcessGroupComm:
     """Join the process group the environment describes (torchrun's variables); this rank's
     communicator."""
+    expected = world_size or c.tensor_parallel_size
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size != c.tensor_parallel_size:
-        raise ValueError(f"tensor_parallel_size={c.tensor_parallel_size}, but the launcher started "
-                         f"WORLD_SIZE={world_size} ranks")
+    if world_size != expected:
+        raise ValueError(f"{expected} ranks expected (tensor_parallel_size={c.tensor_parallel_size}),"
+                         f" but the launcher started WORLD_SIZE={world_size} ranks")
     device = c.torch_device
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
@@ -428,17 +430,19 @@ def free_port() -> int:
 WORKER_COMMAND = "from mini_infer.distributed.parallel import worker_main; worker_main()"
 
 
-def spawn_workers(c: EngineConfig, port: int) -> list[subprocess.Popen]:
+def spawn_workers(c: EngineConfig, port: int, command: str = WORKER_COMMAND,
+                  world_size: int | None = None) -> list[subprocess.Popen]:
     """Start ranks 1..N-1 of `c` on this machine (torchrun's environment variables, the options as
     JSON)."""
+    world_size = world_size or c.tensor_parallel_size
     options = json.dumps({k: (str(v) if isinstance(v, os.PathLike) else v) for k,
                           v in asdict(c).items()})
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "WORLD_SIZE": str(c.tensor_parallel_size), "MINI_INFER_ENGINE_CONFIG": options,
+           "WORLD_SIZE": str(world_size), "MINI_INFER_ENGINE_CONFIG": options,
            "MINI_INFER_THREADS": os.environ.get("MINI_INFER_THREADS", str(torch.get_num_threads()))}
-    return [subprocess.Popen([sys.executable, "-c", WORKER_COMMAND],
+    return [subprocess.Popen([sys.executable, "-c", command],
                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
-            for r in range(1, c.tensor_parallel_size)]
+            for r in range(1, world_size)]
 
 # %% ../../nbs/60_tensor_parallel.ipynb #168baf1d
 @EXECUTORS.register("mp")
@@ -462,12 +466,12 @@ def start_mp(c: EngineConfig) -> tuple:
         raise
 
 
-def init_with_env(c: EngineConfig, env: dict) -> ProcessGroupComm:
+def init_with_env(c: EngineConfig, env: dict, **kwargs) -> ProcessGroupComm:
     "`init_rank` with rank 0's variables set for the call only."
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return init_rank(c)
+        return init_rank(c, **kwargs)
     finally:
         for k, v in old.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
