@@ -339,7 +339,7 @@ def check_registered(c: EngineConfig) -> None:
     if c.distributed_executor_backend is not None:
         EXECUTORS.lookup(c.distributed_executor_backend)
     kt = c.kv_transfer_config
-    if kt is not None:                                      # the engine checks its keys (chapter 61)
+    if kt is not None:                                 # the engine checks its keys (chapter 61)
         check_option("kv_transfer_config", kt, isinstance(kt, dict) and "kv_role" in kt,
                      "None or a dict with a 'kv_role' key")
         ENGINES.lookup(kt["kv_role"])

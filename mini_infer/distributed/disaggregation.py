@@ -45,7 +45,7 @@ def gather_kv(caches: list[tuple[str, torch.Tensor]], tables: dict[str, list[int
     parts = [torch.empty(0, dtype=torch.uint8, device=c.device) for _, c in caches[:1]]
     for group, cache in caches:
         ids = torch.tensor(tables.get(group, []), dtype=torch.long, device=cache.device)
-        parts.append(cache[ids].reshape(-1).view(torch.uint8))      # [n_g * P * prod(shape) * bytes]
+        parts.append(cache[ids].reshape(-1).view(torch.uint8))        # [n_g * P * prod(shape) * B]
     return torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
 
 
@@ -125,7 +125,7 @@ class PrefillEngine(LLMEngine):
 
     def __init__(self, model=None, config: EngineConfig | None = None, **options):
         super().__init__(model, config, **options)
-        self.ready: dict[int, Sequence] = {}          # transfer id -> prefilled sequence (its blocks)
+        self.ready: dict[int, Sequence] = {}          # transfer id -> prefilled sequence
         self.caches, self.group_names = kv_caches(self.model), list(self.runner.groups)
 
     def postprocess(self, plan, sampled, out) -> list[StreamOutput]:
@@ -201,11 +201,11 @@ def prefill_main() -> None:
         dist.destroy_process_group()
     except Exception:
         logger.exception("prefill instance failed")
-        os._exit(1)                           # sockets close: the decode side's receive fails at once
+        os._exit(1)                           # sockets close: the decode side's receive fails
 
 # %% ../../nbs/61_pd_disaggregation.ipynb #cc58a60b
 class RemotePrefillScheduler(Scheduler):
-    "Chapter 22's scheduler whose new sequences are prefilled by another instance [zhong2024distserve]."
+    "Chapter 22's scheduler; new sequences are prefilled by another instance [zhong2024distserve]."
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -249,7 +249,7 @@ class KVTransferError(RuntimeError):
 
 
 class DecodeEngine(LLMEngine):
-    "The decode instance: a `PrefillEngine` process prefills, the KV moves here [patel2024splitwise]."
+    "The decode instance: a `PrefillEngine` process prefills, the KV comes [patel2024splitwise]."
 
     def __init__(self, model=None, config: EngineConfig | None = None, **options):
         c = config or EngineConfig(model=model, **options)
@@ -279,7 +279,7 @@ class DecodeEngine(LLMEngine):
         atexit.register(self.shutdown)
 
     def step(self) -> list[StreamOutput]:
-        "Send the prefill side its work, run the decode step meanwhile, then admit the KV that came."
+        "Send the prefill side its work, run the decode step meanwhile, then admit the KV."
         outputs = self._drain_inbox()
         sent = self._exchange(self._send_step)
         outputs += super().step()
@@ -322,7 +322,7 @@ def _send_step(self: DecodeEngine) -> bool:
 # %% ../../nbs/61_pd_disaggregation.ipynb #baef486d
 @patch
 def _receive_kv(self: DecodeEngine) -> list[StreamOutput]:
-    "Take the KV message in: check, write and admit each prefilled request; its first token's output."
+    "Take the KV message in: check, write and admit each prefilled request; their outputs."
     n = torch.empty(1, dtype=torch.int64)
     dist.recv(n, 1)
     head = torch.empty(int(n), dtype=torch.int64)

@@ -389,8 +389,9 @@ def init_rank(c: EngineConfig, timeout_s: float | None = None,
     expected = world_size or c.tensor_parallel_size
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size != expected:
-        raise ValueError(f"{expected} ranks expected (tensor_parallel_size={c.tensor_parallel_size}),"
-                         f" but the launcher started WORLD_SIZE={world_size} ranks")
+        raise ValueError(f"{expected} ranks expected (tensor_parallel_size="
+                         f"{c.tensor_parallel_size}), but the launcher started "
+                         f"WORLD_SIZE={world_size} ranks")
     device = c.torch_device
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
