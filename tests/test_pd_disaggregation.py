@@ -74,3 +74,30 @@ def test_pd_transfer_faults(pair):
     assert pd.engine.block_manager.num_free_blocks == pd.engine.num_kv_blocks     # nothing leaked
     again = pd.generate(ps[4:5], PARAMS)                   # the pair still serves afterwards
     assert again[0].outputs[0].token_ids == ref[4]
+
+
+def test_pd_prefill_process_dies(pair):
+    "Last on each pair: its prefill process dies; the decode engine ends with EngineDeadError, never a hang."
+    from mini_infer.engine.llm_engine import EngineDeadError
+    family, one, pd = pair
+    pd.engine.procs[0].kill()
+    pd.engine.procs[0].wait()
+    with pytest.raises(EngineDeadError, match="prefill instance failed"):
+        pd.generate(prompts()[:2], PARAMS)
+
+
+def test_pd_server(tiny_model, serve_logs):
+    "`mini-infer serve --kv-transfer-config`: the same greedy completions as the colocated engine."
+    import httpx
+    from conftest import Server
+    texts = ["The capital of France is", "One, two, three,", "Hello"]
+    ref = [o.outputs[0].text for o in LLM(tiny_model, num_kv_blocks=64).generate(
+        texts, SamplingParams(temperature=0.0, max_tokens=6))]
+    s = Server(str(tiny_model), "--num-kv-blocks", "64", "--kv-transfer-config", '{"kv_role": "kv_consumer"}', log_dir=serve_logs)
+    try:
+        answers = [httpx.post(f"{s.url}/v1/completions", timeout=60, json={
+            "model": tiny_model.name, "prompt": t, "max_tokens": 6, "temperature": 0}).json() for t in texts]
+    finally:
+        s.stop()
+    assert [a["choices"][0]["text"] for a in answers] == ref
+    assert all(a["usage"]["completion_tokens"] == 6 for a in answers), answers

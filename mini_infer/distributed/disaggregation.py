@@ -253,6 +253,9 @@ class DecodeEngine(LLMEngine):
 
     def __init__(self, model=None, config: EngineConfig | None = None, **options):
         c = config or EngineConfig(model=model, **options)
+        if dist.is_initialized():
+            raise RuntimeError("this process already belongs to a torch.distributed world (another "
+                               "tensor-parallel or disaggregated engine): shut that one down first")
         port = free_port()
         producer = replace(c, kv_transfer_config={**c.kv_transfer_config, "kv_role": "kv_producer"})
         self.procs = spawn_workers(producer, port, PREFILL_COMMAND, world_size=2)
