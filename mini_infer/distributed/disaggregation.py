@@ -12,7 +12,6 @@ import atexit
 import json
 import logging
 import os
-import subprocess
 import zlib
 from collections import deque
 from dataclasses import asdict, replace
@@ -21,14 +20,14 @@ import torch
 import torch.distributed as dist
 from fastcore.basics import patch
 
-from ..engine.llm_engine import EngineDeadError, LLMEngine, RequestOutput, StreamOutput
+from ..engine.llm_engine import LLMEngine, RequestOutput, StreamOutput
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..engine.sequence import Sequence, SequenceStatus, append_token
 from ..engine_config import ENGINES, EngineConfig
 from .parallel import (OP_STOP, free_port, init_rank, init_with_env,
-                                             pack_message, spawn_workers, unpack_message,
-                                             watch_while, worker_status)
+                                             pack_message, run_or_stop, spawn_workers,
+                                             stop_ranks, unpack_message, watch_while)
 
 logger = logging.getLogger("mini_infer.distributed")
 
@@ -294,16 +293,7 @@ ENGINES.register("kv_consumer", DecodeEngine)
 @patch
 def _exchange(self: DecodeEngine, fn):
     "Run `fn`; a failure of the prefill process or the wire ends the engine (EngineDeadError)."
-    if self.error is not None:
-        raise EngineDeadError(self.error)
-    try:
-        return fn()
-    except Exception as e:
-        self.error = (f"the prefill instance failed{worker_status(self.procs)}: "
-                      f"{type(e).__name__}: {e}")
-        logger.critical("%s; the engine stops", self.error)
-        self.shutdown(graceful=False)
-        raise EngineDeadError(self.error) from e
+    return run_or_stop(self, "the prefill instance", fn)
 
 
 @patch
@@ -426,16 +416,5 @@ def shutdown(self: DecodeEngine, graceful: bool = True) -> None:
     if self.is_stopped:
         return
     self.is_stopped = True
-    if graceful and self.error is None:
-        try:
-            send_message(pack_message(OP_STOP, [], []), 1, self.comm.control)
-        except Exception as e:
-            logger.warning("stop message not delivered: %s", e)
-    for p in self.procs:
-        try:
-            p.wait(timeout=20 if graceful else 2)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    send_stop = (lambda: send_message(pack_message(OP_STOP, [], []), 1, self.comm.control))
+    stop_ranks(self.procs, send_stop if graceful and self.error is None else None, graceful)

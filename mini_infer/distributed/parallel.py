@@ -6,8 +6,8 @@
 __all__ = ['logger', 'OP_FORWARD', 'OP_LOGITS', 'OP_BIND', 'OP_STOP', 'WORKER_COMMAND', 'ProcessGroupComm', 'pack_message',
            'unpack_message', 'forward_message', 'read_forward', 'LocalExpertLinear', 'ExpertParallelExperts',
            'shard_experts_', 'dummy_checkpoint', 'load_rank_model', 'TensorParallelDriver', 'worker_status',
-           'bind_message', 'serve_driver', 'init_rank', 'start_driver', 'run_worker', 'free_port', 'spawn_workers',
-           'start_mp', 'init_with_env', 'watch_while', 'start_env', 'worker_main']
+           'run_or_stop', 'stop_ranks', 'bind_message', 'serve_driver', 'init_rank', 'start_driver', 'run_worker',
+           'free_port', 'spawn_workers', 'start_mp', 'init_with_env', 'watch_while', 'start_env', 'worker_main']
 
 # %% ../../nbs/60_tensor_parallel.ipynb #344ac4a6
 import atexit
@@ -303,17 +303,8 @@ class TensorParallelDriver(nn.Module):
 def _call(self: TensorParallelDriver, fn, *args):
     """Run `fn` on rank 0 after its broadcast; any failure ends the workers and the engine
     (EngineDeadError)."""
-    if self.error is not None:
-        raise EngineDeadError(self.error)
     with self._lock:
-        try:
-            return fn(*args)
-        except Exception as e:
-            self.error = (f"a tensor-parallel rank failed{worker_status(self.procs)}: "
-                          f"{type(e).__name__}: {e}")
-            logger.critical("%s; the engine stops", self.error)
-            self.shutdown(graceful=False)
-            raise EngineDeadError(self.error) from e
+        return run_or_stop(self, "a tensor-parallel rank", fn, *args)
 
 
 @patch
@@ -323,19 +314,8 @@ def shutdown(self: TensorParallelDriver, graceful: bool = True) -> None:
     if self.is_stopped:
         return
     self.is_stopped = True
-    if graceful and self.error is None:
-        try:
-            self._send(pack_message(OP_STOP, [], []))
-        except Exception as e:                                   # a worker already gone
-            logger.warning("stop message not delivered: %s", e)
-    for p in self.procs:
-        try:
-            p.wait(timeout=20 if graceful else 2)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    send_stop = (lambda: self._send(pack_message(OP_STOP, [], []))) if self.error is None else None
+    stop_ranks(self.procs, send_stop if graceful else None, graceful)
 
 
 def worker_status(procs: list) -> str:
@@ -344,6 +324,38 @@ def worker_status(procs: list) -> str:
     gone = [f"rank {i + 1} exited with code {p.poll()}" for i, p in enumerate(procs)
             if p.poll() is not None]
     return f" ({', '.join(gone)})" if gone else ""
+
+# %% ../../nbs/60_tensor_parallel.ipynb #af23ee4d
+def run_or_stop(owner, what: str, fn, *args):
+    """`fn(*args)`; on failure set `owner.error`, stop `owner` (`shutdown(graceful=False)`), raise
+    EngineDeadError."""
+    if owner.error is not None:
+        raise EngineDeadError(owner.error)
+    try:
+        return fn(*args)
+    except Exception as e:
+        owner.error = f"{what} failed{worker_status(owner.procs)}: {type(e).__name__}: {e}"
+        logger.critical("%s; the engine stops", owner.error)
+        owner.shutdown(graceful=False)
+        raise EngineDeadError(owner.error) from e
+
+
+def stop_ranks(procs: list, send_stop=None, graceful: bool = True) -> None:
+    """Send the stop message (if `send_stop`), wait for the worker processes (kill the late ones),
+    leave the process group."""
+    if send_stop is not None:
+        try:
+            send_stop()
+        except Exception as e:                                   # a worker already gone
+            logger.warning("stop message not delivered: %s", e)
+    for p in procs:
+        try:
+            p.wait(timeout=20 if graceful else 2)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 # %% ../../nbs/60_tensor_parallel.ipynb #30d691aa
 def bind_message(model: nn.Module, group_names: list[str], block_size: int) -> torch.Tensor:
