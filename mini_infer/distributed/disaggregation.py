@@ -47,7 +47,7 @@ def gather_kv(caches: list[tuple[str, torch.Tensor]], tables: dict[str, list[int
         parts.append(cache[ids].reshape(-1).view(torch.uint8))        # [n_g * P * prod(shape) * B]
     return torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
 
-
+# %% ../../nbs/61_pd_disaggregation.ipynb #ef486638
 def scatter_kv(caches: list[tuple[str, torch.Tensor]], tables: dict[str, list[int]],
                payload: torch.Tensor) -> None:
     "Write `gather_kv`'s bytes into blocks `tables[group]` (the receiver's own ids) of every cache."
@@ -89,7 +89,7 @@ def step_message(acks: list[int], resends: list[int], new: list[tuple[int, list[
         tensors += [torch.tensor(ids), torch.tensor(list(json.dumps(params).encode()))]
     return pack_message(OP_PD_STEP, ints, tensors)
 
-
+# %% ../../nbs/61_pd_disaggregation.ipynb #20fb7dcb
 def read_step(ints: list[int], tensors: list[torch.Tensor]) -> tuple:
     "(acks, resends, [(id, prompt ids, SamplingParams)]) of an OP_PD_STEP message."
     lists, i = [], 0
@@ -111,7 +111,7 @@ def kv_message(items: list[tuple], num_groups: int) -> tuple[torch.Tensor, list[
         sizes.append(payload.numel())
     return pack_message(OP_PD_KV, ints, []), sizes
 
-
+# %% ../../nbs/61_pd_disaggregation.ipynb #7c19297e
 def read_kv(ints: list[int]) -> list[tuple]:
     "[(id, token, has_kv, nbytes, crc, skipped per group)] of an OP_PD_KV header."
     G, n = ints[0], ints[1]
@@ -177,8 +177,7 @@ def serve_prefill(engine: PrefillEngine, comm) -> int:
             if o.finish_reason is not None:
                 engine.finished.pop(o.request_id, None)
         head, sizes = kv_message(items, len(engine.group_names))
-        dist.send(torch.tensor([head.numel()]), 0)
-        dist.send(head, 0)
+        send_message(head, 0)                              # the default group: bounded waits
         if sum(sizes):
             dist.send(torch.cat([it[3] for it in items]).to(device), 0)
         num_steps += 1
@@ -186,7 +185,7 @@ def serve_prefill(engine: PrefillEngine, comm) -> int:
 # %% ../../nbs/61_pd_disaggregation.ipynb #25611452
 PREFILL_COMMAND = "from mini_infer.distributed.disaggregation import prefill_main; prefill_main()"
 
-
+# %% ../../nbs/61_pd_disaggregation.ipynb #52fbde57
 def prefill_main() -> None:
     "The prefill process: options from MINI_INFER_ENGINE_CONFIG, rank 1 of a world of 2."
     logging.basicConfig(level=logging.WARNING)
@@ -246,7 +245,7 @@ class RemotePrefillScheduler(Scheduler):
 class KVTransferError(RuntimeError):
     "A request's KV did not arrive intact twice (length or CRC-32 mismatch)."
 
-
+# %% ../../nbs/61_pd_disaggregation.ipynb #a4dcbcb3
 class DecodeEngine(LLMEngine):
     "The decode instance: a `PrefillEngine` process prefills, the KV comes [patel2024splitwise]."
 
@@ -316,11 +315,7 @@ def _send_step(self: DecodeEngine) -> bool:
 @patch
 def _receive_kv(self: DecodeEngine) -> list[StreamOutput]:
     "Take the KV message in: check, write and admit each prefilled request; their outputs."
-    n = torch.empty(1, dtype=torch.int64)
-    dist.recv(n, 1)
-    head = torch.empty(int(n), dtype=torch.int64)
-    dist.recv(head, 1)
-    items = read_kv(unpack_message(head)[1])
+    items = read_kv(recv_message(1)[1])
     payload = torch.empty(sum(it[3] for it in items), dtype=torch.uint8, device=self.device)
     if payload.numel():
         dist.recv(payload, 1)
