@@ -231,6 +231,10 @@ class EngineConfig:
         "how the ranks start: mp (worker processes; the default when tensor_parallel_size > 1) or "
         "env "
         "(started by torchrun)", registry=EXECUTORS, type=str)
+    kv_transfer_config: dict | None = option(None,
+                                             "prefill/decode disaggregation, as JSON: "
+                                             "{\"kv_role\": \"kv_consumer\"} starts a prefill "
+                                             "process (chapter 61)", type=json.loads)
     seed: int = option(0, "the engine's sampling seed (requests without a seed draw from it)")
     inject_faults: bool = option(False,
                                  "TESTING ONLY: fail requests whose prompt has a [[fault:...]] "
@@ -256,7 +260,10 @@ class EngineConfig:
 
     @property
     def engine_name(self) -> str:
-        "The engine class these options need: `speculative` (chapter 50) or `default` (chapter 25)."
+        """The engine class these options need: `speculative` (50), a KV-transfer role (61) or
+        `default` (25)."""
+        if self.kv_transfer_config is not None:
+            return self.kv_transfer_config["kv_role"]
         return "default" if self.speculative_config is None else "speculative"
 
     @property
@@ -331,3 +338,11 @@ def check_registered(c: EngineConfig) -> None:
                      "None when tensor_parallel_size > 1 (chapter 50's engine runs one rank)")
     if c.distributed_executor_backend is not None:
         EXECUTORS.lookup(c.distributed_executor_backend)
+    kt = c.kv_transfer_config
+    if kt is not None:                                 # the engine checks its keys (chapter 61)
+        check_option("kv_transfer_config", kt, isinstance(kt, dict) and "kv_role" in kt,
+                     "None or a dict with a 'kv_role' key")
+        ENGINES.lookup(kt["kv_role"])
+        check_option("kv_transfer_config", kt,
+                     c.tensor_parallel_size == 1 and c.speculative_config is None,
+                     "None with tensor_parallel_size > 1 or a speculative_config (one rank each)")

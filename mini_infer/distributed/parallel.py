@@ -6,8 +6,8 @@
 __all__ = ['logger', 'OP_FORWARD', 'OP_LOGITS', 'OP_BIND', 'OP_STOP', 'WORKER_COMMAND', 'ProcessGroupComm', 'pack_message',
            'unpack_message', 'forward_message', 'read_forward', 'LocalExpertLinear', 'ExpertParallelExperts',
            'shard_experts_', 'dummy_checkpoint', 'load_rank_model', 'TensorParallelDriver', 'worker_status',
-           'bind_message', 'serve_driver', 'init_rank', 'start_driver', 'run_worker', 'free_port', 'spawn_workers',
-           'start_mp', 'init_with_env', 'watch_while', 'start_env', 'worker_main']
+           'run_or_stop', 'stop_ranks', 'bind_message', 'serve_driver', 'init_rank', 'start_driver', 'run_worker',
+           'free_port', 'spawn_workers', 'start_mp', 'init_with_env', 'watch_while', 'start_env', 'worker_main']
 
 # %% ../../nbs/60_tensor_parallel.ipynb #344ac4a6
 import atexit
@@ -303,17 +303,8 @@ class TensorParallelDriver(nn.Module):
 def _call(self: TensorParallelDriver, fn, *args):
     """Run `fn` on rank 0 after its broadcast; any failure ends the workers and the engine
     (EngineDeadError)."""
-    if self.error is not None:
-        raise EngineDeadError(self.error)
     with self._lock:
-        try:
-            return fn(*args)
-        except Exception as e:
-            self.error = (f"a tensor-parallel rank failed{worker_status(self.procs)}: "
-                          f"{type(e).__name__}: {e}")
-            logger.critical("%s; the engine stops", self.error)
-            self.shutdown(graceful=False)
-            raise EngineDeadError(self.error) from e
+        return run_or_stop(self, "a tensor-parallel rank", fn, *args)
 
 
 @patch
@@ -323,19 +314,8 @@ def shutdown(self: TensorParallelDriver, graceful: bool = True) -> None:
     if self.is_stopped:
         return
     self.is_stopped = True
-    if graceful and self.error is None:
-        try:
-            self._send(pack_message(OP_STOP, [], []))
-        except Exception as e:                                   # a worker already gone
-            logger.warning("stop message not delivered: %s", e)
-    for p in self.procs:
-        try:
-            p.wait(timeout=20 if graceful else 2)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    send_stop = (lambda: self._send(pack_message(OP_STOP, [], []))) if self.error is None else None
+    stop_ranks(self.procs, send_stop if graceful else None, graceful)
 
 
 def worker_status(procs: list) -> str:
@@ -344,6 +324,38 @@ def worker_status(procs: list) -> str:
     gone = [f"rank {i + 1} exited with code {p.poll()}" for i, p in enumerate(procs)
             if p.poll() is not None]
     return f" ({', '.join(gone)})" if gone else ""
+
+# %% ../../nbs/60_tensor_parallel.ipynb #af23ee4d
+def run_or_stop(owner, what: str, fn, *args):
+    """`fn(*args)`; on failure set `owner.error`, stop `owner` (`shutdown(graceful=False)`), raise
+    EngineDeadError."""
+    if owner.error is not None:
+        raise EngineDeadError(owner.error)
+    try:
+        return fn(*args)
+    except Exception as e:
+        owner.error = f"{what} failed{worker_status(owner.procs)}: {type(e).__name__}: {e}"
+        logger.critical("%s; the engine stops", owner.error)
+        owner.shutdown(graceful=False)
+        raise EngineDeadError(owner.error) from e
+
+
+def stop_ranks(procs: list, send_stop=None, graceful: bool = True) -> None:
+    """Send the stop message (if `send_stop`), wait for the worker processes (kill the late ones),
+    leave the process group."""
+    if send_stop is not None:
+        try:
+            send_stop()
+        except Exception as e:                                   # a worker already gone
+            logger.warning("stop message not delivered: %s", e)
+    for p in procs:
+        try:
+            p.wait(timeout=20 if graceful else 2)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 # %% ../../nbs/60_tensor_parallel.ipynb #30d691aa
 def bind_message(model: nn.Module, group_names: list[str], block_size: int) -> torch.Tensor:
@@ -382,12 +394,15 @@ def serve_driver(model: nn.Module, comm: ProcessGroupComm, dtype: torch.dtype) -
             raise RuntimeError(f"unknown message op {op}")
 
 # %% ../../nbs/60_tensor_parallel.ipynb #4c826456
-def init_rank(c: EngineConfig, timeout_s: float | None = None) -> ProcessGroupComm:
+def init_rank(c: EngineConfig, timeout_s: float | None = None,
+              world_size: int | None = None) -> ProcessGroupComm:
     """Join the process group the environment describes (torchrun's variables); this rank's
     communicator."""
+    expected = world_size or c.tensor_parallel_size
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size != c.tensor_parallel_size:
-        raise ValueError(f"tensor_parallel_size={c.tensor_parallel_size}, but the launcher started "
+    if world_size != expected:
+        raise ValueError(f"{expected} ranks expected (tensor_parallel_size="
+                         f"{c.tensor_parallel_size}), but the launcher started "
                          f"WORLD_SIZE={world_size} ranks")
     device = c.torch_device
     if device.type == "cuda":
@@ -428,17 +443,19 @@ def free_port() -> int:
 WORKER_COMMAND = "from mini_infer.distributed.parallel import worker_main; worker_main()"
 
 
-def spawn_workers(c: EngineConfig, port: int) -> list[subprocess.Popen]:
+def spawn_workers(c: EngineConfig, port: int, command: str = WORKER_COMMAND,
+                  world_size: int | None = None) -> list[subprocess.Popen]:
     """Start ranks 1..N-1 of `c` on this machine (torchrun's environment variables, the options as
     JSON)."""
+    world_size = world_size or c.tensor_parallel_size
     options = json.dumps({k: (str(v) if isinstance(v, os.PathLike) else v) for k,
                           v in asdict(c).items()})
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "WORLD_SIZE": str(c.tensor_parallel_size), "MINI_INFER_ENGINE_CONFIG": options,
+           "WORLD_SIZE": str(world_size), "MINI_INFER_ENGINE_CONFIG": options,
            "MINI_INFER_THREADS": os.environ.get("MINI_INFER_THREADS", str(torch.get_num_threads()))}
-    return [subprocess.Popen([sys.executable, "-c", WORKER_COMMAND],
+    return [subprocess.Popen([sys.executable, "-c", command],
                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
-            for r in range(1, c.tensor_parallel_size)]
+            for r in range(1, world_size)]
 
 # %% ../../nbs/60_tensor_parallel.ipynb #168baf1d
 @EXECUTORS.register("mp")
@@ -462,12 +479,12 @@ def start_mp(c: EngineConfig) -> tuple:
         raise
 
 
-def init_with_env(c: EngineConfig, env: dict) -> ProcessGroupComm:
+def init_with_env(c: EngineConfig, env: dict, **kwargs) -> ProcessGroupComm:
     "`init_rank` with rank 0's variables set for the call only."
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return init_rank(c)
+        return init_rank(c, **kwargs)
     finally:
         for k, v in old.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
