@@ -59,6 +59,35 @@ def quality(ref: dict, m: dict, text_ids: list[int], max_tokens: int) -> dict:
             "perplexity": math.exp(nll)}
 
 
+def add_text_arguments(ap) -> None:
+    "The prompt, text and saving options both quality benchmarks take."
+    ap.add_argument("--num-prompts", type=int, default=32)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--text-tokens", type=int, default=1024)
+    ap.add_argument("--no-save", action="store_true", help="a smoke test: print, record nothing")
+
+
+def quality_cells(r: dict) -> list[str]:
+    "The table cells of one `quality` result, in QUALITY_HEADERS' order."
+    return [f"{r['prefix16_identical']:.0%}", f"{r['all_identical']:.0%}", f"{r['mean_first_divergence']:.1f}",
+            f"{r['logit_cosine']:.5f}", f"{r['perplexity']:.3f}"]
+
+
+QUALITY_HEADERS = ["16-prefix same", "64 same", "mean 1st diff", "logit cos", "ppl"]
+
+
+def record(name: str, model: str, env: str, a, text_ids: list[int], results: dict, headers: list[str],
+           rows: list) -> None:
+    "Append the run to benchmarks/results (unless --no-save) and print its table."
+    run = {"env": env, "model": model, "num_prompts": a.num_prompts, "max_tokens": a.max_tokens,
+           "prompt_text": str(PROMPT_TEXT), "ppl_text": str(PPL_TEXT),
+           "ppl_text_sha256": hashlib.sha256(PPL_TEXT.read_bytes()).hexdigest(), "text_tokens": len(text_ids),
+           "results": results}
+    if not a.no_save:
+        print(save_run(name, run))
+    print_table(headers + QUALITY_HEADERS, rows)
+
+
 def texts(num_prompts: int, text_tokens: int) -> tuple[list[int], list[list[int]]]:
     "The perplexity text's first `text_tokens` tokens and `num_prompts` 32-token prompts of the prompt text."
     from mini_infer.engine.tokenizer import Tokenizer
@@ -74,10 +103,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtypes", default="auto,fp8,turbo4,turbo3,turbo4_qjl,turbo3_qjl,turbo4_keep,turbo3_keep,"
                                         "turbo4_qjl_keep,turbo3_qjl_keep")
-    ap.add_argument("--num-prompts", type=int, default=32)
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--text-tokens", type=int, default=1024)
-    ap.add_argument("--no-save", action="store_true", help="a smoke test: print, record nothing")
+    add_text_arguments(ap)
     a = ap.parse_args()
     env = setup()
     torch.set_num_threads(1)
@@ -90,21 +116,12 @@ def main() -> None:
     for dtype in dtypes:
         m = ref if dtype == "auto" else measure(dtype, prompts, text_ids, a.max_tokens)
         r = {"kv_bytes_per_token": m["kv_bytes_per_token"], **quality(ref, m, text_ids, a.max_tokens)}
-        cos = r["logit_cosine"]
         results[dtype] = r
         rows.append([dtype, r["kv_bytes_per_token"], f"{r['kv_bytes_per_token'] / ref['kv_bytes_per_token']:.3f}",
-                     f"{r['prefix16_identical']:.0%}", f"{r['all_identical']:.0%}", f"{r['mean_first_divergence']:.1f}",
-                     f"{cos:.5f}", f"{r['perplexity']:.3f}"])
+                     *quality_cells(r)])
         print(rows[-1], flush=True)
-    run = {"env": env, "model": "SmolLM2-135M-Instruct Q4_1 GGUF (dequantized, fp32)", "num_prompts": a.num_prompts,
-           "max_tokens": a.max_tokens, "prompt_text": str(PROMPT_TEXT), "ppl_text": str(PPL_TEXT),
-           "ppl_text_sha256": hashlib.sha256(PPL_TEXT.read_bytes()).hexdigest(), "text_tokens": len(text_ids),
-           "results": results}
-    if not a.no_save:
-        print(save_run("kv_quality", run))
-    print_table(["kv_cache_dtype", "KV B/token", "vs auto", "16-prefix same", "64 same", "mean 1st diff",
-                 "logit cos", "ppl"], rows)
-
+    record("kv_quality", "SmolLM2-135M-Instruct Q4_1 GGUF (dequantized, fp32)", env, a, text_ids, results,
+           ["kv_cache_dtype", "KV B/token", "vs auto"], rows)
 
 if __name__ == "__main__":
     main()

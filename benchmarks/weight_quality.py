@@ -12,21 +12,17 @@ kernel). `int4_g128` is refused on SmolLM2 (128 does not divide d = 576).
     python benchmarks/weight_quality.py [--methods none,int8,int4_g32,int4,int4_sym_g32,int4_sym,gguf]  (~10 min)
 """
 import argparse
-import hashlib
 
 import torch
 
-from common import print_table, save_run, setup
-from kv_quality import PPL_TEXT, PROMPT_TEXT, measure, quality, texts
+from common import setup
+from kv_quality import add_text_arguments, measure, quality, quality_cells, record, texts
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--methods", default="none,int8,int4_g32,int4,int4_sym_g32,int4_sym,gguf")
-    ap.add_argument("--num-prompts", type=int, default=32)
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--text-tokens", type=int, default=1024)
-    ap.add_argument("--no-save", action="store_true", help="a smoke test: print, record nothing")
+    add_text_arguments(ap)
     a = ap.parse_args()
     env = setup()
     torch.set_num_threads(1)
@@ -40,18 +36,10 @@ def main() -> None:
         r = {"weight_bytes": m["weight_bytes"], **quality(ref, m, text_ids, a.max_tokens)}
         results[method] = r
         rows.append([method, f"{r['weight_bytes'] / 2**20:.1f}", f"{r['weight_bytes'] / ref['weight_bytes']:.3f}",
-                     f"{r['prefix16_identical']:.0%}", f"{r['all_identical']:.0%}",
-                     f"{r['mean_first_divergence']:.1f}", f"{r['logit_cosine']:.5f}", f"{r['perplexity']:.3f}"])
+                     *quality_cells(r)])
         print(rows[-1], flush=True)
-    run = {"env": env, "model": "SmolLM2-135M-Instruct Q4_1 GGUF", "num_prompts": a.num_prompts,
-           "max_tokens": a.max_tokens, "prompt_text": str(PROMPT_TEXT), "ppl_text": str(PPL_TEXT),
-           "ppl_text_sha256": hashlib.sha256(PPL_TEXT.read_bytes()).hexdigest(), "text_tokens": len(text_ids),
-           "results": results}
-    if not a.no_save:
-        print(save_run("weight_quality", run))
-    print_table(["quantization", "weights MiB", "vs fp32", "16-prefix same", "64 same", "mean 1st diff",
-                 "logit cos", "ppl"], rows)
-
+    record("weight_quality", "SmolLM2-135M-Instruct Q4_1 GGUF", env, a, text_ids, results,
+           ["quantization", "weights MiB", "vs fp32"], rows)
 
 if __name__ == "__main__":
     main()
