@@ -87,12 +87,13 @@ check-readme:
 nbdev-test: install
 	$(call timer,nbdev-test)
 	$(TEST_ENV) $(BIN)/nbdev_test --n_workers 2 --timing --skip_file_re '^[_.]|_triton|_cuda_graphs'
-	# Triton kernels under TRITON_INTERPRET=1 run in a process of their own: the interpreter mode is process-wide
-	for nb in nbs/*_triton*.ipynb nbs/*_cuda_graphs.ipynb; do $(TEST_ENV) $(BIN)/nbdev_test --path "$$nb"; done
+	# Triton kernels under TRITON_INTERPRET=1 run in a process of their own (the interpreter mode is process-wide),
+	# two at a time
+	ls nbs/*_triton*.ipynb nbs/*_cuda_graphs.ipynb | xargs -P 2 -I NB env $(TEST_ENV) $(BIN)/nbdev_test --path NB
 
 pytest: install
 	$(call timer,pytest)
-	$(TEST_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests -q -rs --durations=15     # -rs: why a test skipped; the 15 slowest
+	$(TEST_ENV) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest tests -q -rs --durations=15 -n 2 --dist loadfile  # -rs: why skipped; the 15 slowest; 2 workers, one file each
 
 book: install
 	$(call timer,book)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import soak  # noqa: E402
 
 AUTH = {"authorization": f"Bearer {API_KEY}"}
-SOAK_SECONDS = float(os.environ.get("MINI_INFER_SOAK_SECONDS", 180))
+SOAK_SECONDS = float(os.environ.get("MINI_INFER_SOAK_SECONDS", 60))
 
 
 @pytest.fixture(scope="module")

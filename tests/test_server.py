@@ -184,7 +184,7 @@ def test_queue_full_gives_429_and_counts_sequences(serve_logs):
     try:
         async def burst():
             async with httpx.AsyncClient(timeout=300) as h:
-                body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 64, "ignore_eos": True}
+                body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 24, "ignore_eos": True}
                 return await asyncio.gather(*(h.post(f"{s.url}/v1/completions", json=body) for _ in range(8)))
         codes = [r.status_code for r in asyncio.run(burst())]
         assert 429 in codes and 200 in codes, codes
@@ -193,7 +193,7 @@ def test_queue_full_gives_429_and_counts_sequences(serve_logs):
 
         async def n_requests():
             async with httpx.AsyncClient(timeout=300) as h:
-                long = {"model": MODEL, "prompt": PROMPT, "max_tokens": 64, "ignore_eos": True}
+                long = {"model": MODEL, "prompt": PROMPT, "max_tokens": 32, "ignore_eos": True}
                 running = asyncio.create_task(h.post(f"{s.url}/v1/completions", json=long))
                 while metrics(s)["mini_infer:num_requests_running"] < 1:
                     await asyncio.sleep(0.05)
