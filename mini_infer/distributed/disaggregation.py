@@ -103,20 +103,21 @@ def read_step(ints: list[int], tensors: list[torch.Tensor]) -> tuple:
 
 # %% ../../nbs/61_pd_disaggregation.ipynb #137c4471
 def kv_message(items: list[tuple], num_groups: int) -> tuple[torch.Tensor, list[int]]:
-    "(the OP_PD_KV header, byte counts) of items (id, token, has_kv, payload, skipped per group)."
+    """(the OP_PD_KV header, byte counts) of items (id, token, has_kv, payload, skipped per group,
+    generator-state bytes at the payload's end)."""
     ints, sizes = [num_groups, len(items)], []
-    for x, token, has_kv, payload, skipped in items:
+    for x, token, has_kv, payload, skipped, num_state in items:
         crc = zlib.crc32(payload.cpu().numpy()) if payload.numel() else 0
-        ints += [x, token, has_kv, payload.numel(), crc, *skipped]
+        ints += [x, token, has_kv, payload.numel(), crc, num_state, *skipped]
         sizes.append(payload.numel())
     return pack_message(OP_PD_KV, ints, []), sizes
 
 # %% ../../nbs/61_pd_disaggregation.ipynb #7c19297e
 def read_kv(ints: list[int]) -> list[tuple]:
-    "[(id, token, has_kv, nbytes, crc, skipped per group)] of an OP_PD_KV header."
+    "[(id, token, has_kv, nbytes, crc, state bytes, skipped per group)] of an OP_PD_KV header."
     G, n = ints[0], ints[1]
-    rows = [ints[2 + k * (5 + G):2 + (k + 1) * (5 + G)] for k in range(n)]
-    return [(*r[:5], r[5:]) for r in rows]
+    rows = [ints[2 + k * (6 + G):2 + (k + 1) * (6 + G)] for k in range(n)]
+    return [(*r[:6], r[6:]) for r in rows]
 
 # %% ../../nbs/61_pd_disaggregation.ipynb #ee165e73
 class PrefillEngine(LLMEngine):
@@ -136,14 +137,18 @@ class PrefillEngine(LLMEngine):
         return outputs
 
     def kv_item(self, x: int, token: int) -> tuple:
-        "Transfer `x`: (id, first token, has_kv, its blocks' bytes, skipped blocks per group)."
+        """Transfer `x`: (id, first token, has_kv, its blocks' bytes + the sampling generator's
+        state, skipped blocks per group, the state's bytes)."""
         seq = self.ready.get(x)
         if seq is None:                                   # finished at its first token, or failed
             empty = torch.empty(0, dtype=torch.uint8, device=self.device)
-            return (x, token, 0, empty, [0] * len(self.group_names))
+            return (x, token, 0, empty, [0] * len(self.group_names), 0)
         skipped = [seq.num_skipped_blocks.get(g, 0) for g in self.group_names]
         tables = {g: seq.block_tables.get(g, [])[s:] for g, s in zip(self.group_names, skipped)}
-        return (x, seq.token_ids[seq.num_prompt_tokens], 1, gather_kv(self.caches, tables), skipped)
+        g = seq.row.generator                             # seeded: decoding goes on from its state
+        state = torch.empty(0, dtype=torch.uint8) if g is None else g.get_state()
+        payload = torch.cat([gather_kv(self.caches, tables), state.to(self.device)])
+        return (x, seq.token_ids[seq.num_prompt_tokens], 1, payload, skipped, state.numel())
 
     def release(self, x: int) -> None:
         "The decode side has transfer `x` (or gave up on it): free its blocks."
@@ -177,7 +182,7 @@ def serve_prefill(engine: PrefillEngine, comm) -> int:
             if o.finish_reason is not None:
                 engine.finished.pop(o.request_id, None)
         head, sizes = kv_message(items, len(engine.group_names))
-        send_message(head, 0)                              # the default group: bounded waits
+        send_message(head, 0, comm.host)                   # CPU tensors, bounded waits
         if sum(sizes):
             dist.send(torch.cat([it[3] for it in items]).to(device), 0)
         num_steps += 1
@@ -315,21 +320,21 @@ def _send_step(self: DecodeEngine) -> bool:
 @patch
 def _receive_kv(self: DecodeEngine) -> list[StreamOutput]:
     "Take the KV message in: check, write and admit each prefilled request; their outputs."
-    items = read_kv(recv_message(1)[1])
+    items = read_kv(recv_message(1, self.comm.host)[1])
     payload = torch.empty(sum(it[3] for it in items), dtype=torch.uint8, device=self.device)
     if payload.numel():
         dist.recv(payload, 1)
     outputs, start = [], 0
-    for x, token, has_kv, nbytes, crc, skipped in items:
+    for x, token, has_kv, nbytes, crc, num_state, skipped in items:
         data, start = payload[start:start + nbytes], start + nbytes
         if x in self.in_flight:
-            outputs += self._admit(x, token, has_kv, data, crc, skipped)
+            outputs += self._admit(x, token, has_kv, data, crc, skipped, num_state)
     return outputs
 
 # %% ../../nbs/61_pd_disaggregation.ipynb #968da2c4
 @patch
 def _admit(self: DecodeEngine, x: int, token: int, has_kv: int, data: torch.Tensor, crc: int,
-           skipped: list[int]) -> list[StreamOutput]:
+           skipped: list[int], num_state: int = 0) -> list[StreamOutput]:
     "Check transfer `x`, write its blocks, append its first token, and run it here (or fail it)."
     seq, attempts = self.in_flight[x]
     rid, stats = seq.request_id, self.transfer_stats.setdefault(seq.request_id, [0, 0])
@@ -344,7 +349,7 @@ def _admit(self: DecodeEngine, x: int, token: int, has_kv: int, data: torch.Tens
         data = data.clone()
         data[len(data) // 2] ^= 0xFF                                   # a flipped byte on the wire
     tables = {g: seq.block_tables.get(g, [])[s:] for g, s in zip(self.group_names, skipped)}
-    expected = sum(len(t) * self.kv_block_bytes[g] for g, t in tables.items())
+    expected = num_state + sum(len(t) * self.kv_block_bytes[g] for g, t in tables.items())
     if has_kv and (len(data) != expected or zlib.crc32(data.cpu().numpy()) != crc):
         self.in_flight[x][1] = attempts + 1
         problem = f"{len(data)} bytes (expected {expected}) or a CRC-32 mismatch"
@@ -355,7 +360,11 @@ def _admit(self: DecodeEngine, x: int, token: int, has_kv: int, data: torch.Tens
         del self.in_flight[x]
         self.acks.append(x)
         return self._fail_request(rid, KVTransferError(f"KV transfer failed twice: {problem}"))
-    return self._start_decode(x, seq, token, data if has_kv else None, tables)
+    if has_kv and num_state:
+        state = data[len(data) - num_state:].cpu().clone()     # set_state ignores a view's offset
+        seq.row.generator.set_state(state)
+    kv = data[:len(data) - num_state] if has_kv else None
+    return self._start_decode(x, seq, token, kv, tables)
 
 # %% ../../nbs/61_pd_disaggregation.ipynb #d3452db1
 @patch

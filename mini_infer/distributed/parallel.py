@@ -52,6 +52,8 @@ class ProcessGroupComm:
     def __init__(self, device: torch.device, control_timeout_s: float = 7 * 24 * 3600):
         self.rank, self.world_size, self.device = dist.get_rank(), dist.get_world_size(), device
         self.control = dist.new_group(backend="gloo", timeout=timedelta(seconds=control_timeout_s))
+        gloo = dist.get_backend() == "gloo"
+        self.host = None if gloo else dist.new_group(backend="gloo")     # CPU tensors, short waits
         self.num_bytes = 0                                # payload bytes of the layers' collectives
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
