@@ -178,7 +178,9 @@ def forward(self: GatedDeltaNet, positions: torch.Tensor, hidden: torch.Tensor,
         raise RuntimeError("GatedDeltaNet.kv_cache is not bound: the model runner allocates and "
                            "binds it")
     mixed, z, g, beta = self.project(hidden)
-    slots = md.view("state").slot_mapping.tolist()                   # one slot per sequence
+    slots = md.scratch.get("state_slots")                  # one slot per sequence, read once a step
+    if slots is None:
+        slots = md.scratch["state_slots"] = md.view("state").slot_mapping.tolist()
     cu, out = md.cu_seqlens_q_cpu, torch.empty_like(z)               # [T, Hv, Dv]
     for b in range(md.num_seqs):
         s, e = cu[b], cu[b + 1]
