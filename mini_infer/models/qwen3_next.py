@@ -163,6 +163,7 @@ def mix_sequence(self: GatedDeltaNet, x: torch.Tensor, g: torch.Tensor, beta: to
     n, Dk, Dv = x.shape[0], self.head_k_dim, self.head_v_dim
     q, k, v = y.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
     q, k, v = q.view(n, -1, Dk), k.view(n, -1, Dk), v.view(n, -1, Dv)     # [n, Hk|Hk|Hv, D]
+    # Deviation (summation order): chapter 39a's forms, within 1e-5 of transformers'
     rule = recurrent_gated_delta_rule if n == 1 else chunk_gated_delta_rule
     o, S = rule(q, k, v, g, beta, rec)
     conv.copy_(new_conv)
