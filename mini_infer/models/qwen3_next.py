@@ -141,9 +141,9 @@ def project(self: GatedDeltaNet, hidden: torch.Tensor) -> tuple:
     (Eq. proj)."""
     T, Hk, Dk, Dv = hidden.shape[0], self.num_k_heads, self.head_k_dim, self.head_v_dim
     r = self.num_v_heads // Hk                                     # value heads per key head
-    qkvz = self.in_proj_qkvz(hidden).view(T, Hk, 2 * Dk + 2 * r * Dv)
+    qkvz = self.in_proj_qkvz(hidden).view(T, Hk, 2 * Dk + 2 * r * Dv)      # [T, Hk, 2Dk + 2rDv]
     q, k, v, z = qkvz.split([Dk, Dk, r * Dv, r * Dv], dim=-1)          # grouped per key head
-    b, a = self.in_proj_ba(hidden).view(T, Hk, 2 * r).split([r, r], dim=-1)
+    b, a = self.in_proj_ba(hidden).view(T, Hk, 2 * r).split([r, r], dim=-1)   # [T, Hk, r] each
     mixed = torch.cat([q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)], dim=-1)  # [T, C]
     beta = b.reshape(T, -1).sigmoid()                                              # [T, Hv]
     g = -self.A_log.float().exp() * F.softplus(a.reshape(T, -1).float() + self.dt_bias)
@@ -189,7 +189,7 @@ def forward(self: GatedDeltaNet, positions: torch.Tensor, hidden: torch.Tensor,
             fresh = md.seq_lens_cpu[b] == e - s                      # the step starts at token 0
             out[s:e] = self.mix_sequence(mixed[s:e], g[s:e], beta[s:e], slots[b], fresh)
     Dv = self.head_v_dim
-    o = self.norm(out.reshape(-1, Dv), z.reshape(-1, Dv))                        # Eq. out
+    o = self.norm(out.reshape(-1, Dv), z.reshape(-1, Dv))             # [T * Hv, Dv], Eq. out
     return self.out_proj(o.reshape(hidden.shape[0], -1))
 
 # %% ../../nbs/39b_qwen3_next.ipynb #b6199fda
