@@ -26,7 +26,8 @@ def recurrent_gated_delta_rule(q, k, v, g, beta, state=None, use_qk_l2norm: bool
     [yang2024gated, Sec. 3]."""
     q, k, v, g, beta = _prepare(q, k, v, g, beta, use_qk_l2norm)
     H, T, Dk = k.shape
-    S = torch.zeros(H, Dk, v.shape[-1]) if state is None else state.float().clone()
+    S = (torch.zeros(H, Dk, v.shape[-1], device=v.device) if state is None
+         else state.float().clone())
     out = torch.empty_like(v)                                                          # [Hv, T, Dv]
     for t in range(T):
         S = S * g[:, t].exp()[:, None, None]                                       # alpha_t S_{t-1}
@@ -42,7 +43,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, state=None, chunk_size: int = 64,
     [yang2024gated, Sec. 3]."""
     q, k, v, g, beta = _prepare(q, k, v, g, beta, use_qk_l2norm)
     H, T, Dk = k.shape
-    S = torch.zeros(H, Dk, v.shape[-1]) if state is None else state.float().clone()
+    S = (torch.zeros(H, Dk, v.shape[-1], device=v.device) if state is None
+         else state.float().clone())
     out = torch.empty_like(v)
     for s in range(0, T, chunk_size):
         c = slice(s, min(s + chunk_size, T))
@@ -50,12 +52,13 @@ def chunk_gated_delta_rule(q, k, v, g, beta, state=None, chunk_size: int = 64,
         G = g[:, c].cumsum(-1)                                               # Gamma [H, C]
         C = G.shape[-1]
         decay = (G[:, :, None]
-                 - G[:, None, :]).masked_fill(~torch.ones(C, C, dtype=torch.bool).tril(),
-                                              -torch.inf)
+                 - G[:, None, :]).masked_fill(~torch.ones(C, C, dtype=torch.bool,
+                                                          device=G.device).tril(), -torch.inf)
         M = decay.exp()                                                    # [H, C, C], M_tj, j <= t
         A = (B[:, :, None] * M * (K @ K.transpose(1, 2))).tril(-1)         # strictly lower
         rhs = B[..., None] * (V - G.exp()[..., None] * (K @ S))            # [H, C, Dv]
-        U = torch.linalg.solve_triangular(torch.eye(C) + A, rhs, upper=False)  # Eq. UT
+        eye = torch.eye(C, device=A.device)
+        U = torch.linalg.solve_triangular(eye + A, rhs, upper=False)       # Eq. UT
         out[:, c] = G.exp()[..., None] * (Q @ S) + (M * (Q @ K.transpose(1, 2))) @ U
         S = G[:, -1:, None].exp() * S + (K * (G[:, -1:] - G).exp()[..., None]).transpose(1, 2) @ U
     return out.transpose(0, 1), S
