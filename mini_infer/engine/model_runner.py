@@ -48,7 +48,7 @@ def pack_metadata(query_lens: list[int], seq_lens: list[int], block_tables: list
     return AttentionMetadata(put(cu.astype(np.int32)), put(s.astype(np.int32)), put(slots),
                              put(tables), p, cu.tolist(), list(seq_lens))
 
-# %% ../../nbs/24_model_runner.ipynb #61ea0ff2
+# %% ../../nbs/24_model_runner.ipynb #1ece51ca
 PACK_MIN_SEQS = 8            # below this many sequences, numpy's per-call cost exceeds the loop's
 
 
@@ -74,21 +74,21 @@ def prepare_inputs(scheduled: list[tuple[Sequence, int]], block_size: int, devic
     """input_ids [T], positions [T], AttentionMetadata, and the packed row of each sampling
     sequence's last token."""
     groups = groups or {"full": FULL}
-    starts = [seq.num_computed_tokens for seq, _ in scheduled]
-    ends = [c + n for c, (_, n) in zip(starts, scheduled)]
-    num = sum(n for _, n in scheduled)
-    ids = np.fromiter(itertools.chain.from_iterable(
-        seq.token_ids[c:e] for (seq, _), c, e in zip(scheduled, starts, ends)), np.int64, num)  # [T]
+    ids, pos, sample_rows, t = [], [], [], 0
+    for seq, n in scheduled:
+        c = seq.num_computed_tokens
+        ids += seq.token_ids[c:c + n]
+        pos += range(c, c + n)
+        t += n
+        if c + n == len(seq):
+            sample_rows.append(t - 1)
     views = {g: group_metadata(spec, scheduled, block_size, device) for g, spec in groups.items()}
     # per token
     md = next(views[g] for g, spec in groups.items() if spec.kind in ("full", "sliding"))
     if len(views) > 1:
         md.groups = views
-    cu = md.cu_seqlens_q_cpu
-    pos = np.arange(num) + np.repeat(np.array(starts) - cu[:-1], [n for _, n in scheduled])   # [T]
-    sample_rows = [cu[i + 1] - 1 for i, ((seq, _), e) in enumerate(zip(scheduled, ends))
-                   if e == len(seq)]
-    return torch.from_numpy(ids).to(device), torch.from_numpy(pos).to(device), md, sample_rows
+    i64 = dict(dtype=torch.int64, device=device)
+    return torch.tensor(ids, **i64), torch.tensor(pos, **i64), md, sample_rows
 
 # %% ../../nbs/24_model_runner.ipynb #598d3fec
 def add_prompt_logprobs(model, seq: Sequence, hidden: torch.Tensor, start: int, n: int) -> None:
