@@ -10,6 +10,7 @@ import argparse
 import time
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from common import config_dir, env, free_cuda, save, table
@@ -24,8 +25,8 @@ def busy_fraction(fn) -> dict:
         fn()
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
-    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    busy = sum(e.device_time for e in kernels) / 1e6                                # us -> s
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]   # kernels and copies
+    busy = sum(e.time_range.elapsed_us() for e in kernels) / 1e6                    # us -> s
     return {"wall_s": wall, "kernel_s": busy, "busy_fraction": busy / wall, "kernels": len(kernels)}
 
 
