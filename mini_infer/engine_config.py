@@ -236,6 +236,8 @@ class EngineConfig:
                                              "{\"kv_role\": \"kv_consumer\"} starts a prefill "
                                              "process (chapter 61)", type=json.loads)
     seed: int = option(0, "the engine's sampling seed (requests without a seed draw from it)")
+    async_scheduling: bool = option(False,
+                                    "prepare step n+1 while the device runs step n (chapter 25b)")
     inject_faults: bool = option(False,
                                  "TESTING ONLY: fail requests whose prompt has a [[fault:...]] "
                                  "marker "
@@ -260,11 +262,13 @@ class EngineConfig:
 
     @property
     def engine_name(self) -> str:
-        """The engine class these options need: `speculative` (50), a KV-transfer role (61) or
-        `default` (25)."""
+        """The engine class these options need: `speculative` (50), a KV-transfer role (61),
+        `overlap` (25b) or `default` (25)."""
         if self.kv_transfer_config is not None:
             return self.kv_transfer_config["kv_role"]
-        return "default" if self.speculative_config is None else "speculative"
+        if self.speculative_config is not None:
+            return "speculative"
+        return "overlap" if self.async_scheduling else "default"
 
     @property
     def executor(self) -> str | None:
@@ -303,7 +307,7 @@ def check_fields(c: EngineConfig) -> None:
                  c.max_num_batched_tokens >= c.block_size,
                  f"at least block_size={c.block_size}")
     for name in ("enable_prefix_caching", "enforce_eager", "batch_invariant", "inject_faults",
-                 "enable_expert_parallel"):
+                 "enable_expert_parallel", "async_scheduling"):
         check_option(name, getattr(c, name), isinstance(getattr(c, name), bool), "True or False")
     u = c.gpu_memory_utilization
     check_option("gpu_memory_utilization", u, isinstance(u, numbers.Real) and 0 < u <= 1,
@@ -339,6 +343,11 @@ def check_registered(c: EngineConfig) -> None:
     if c.distributed_executor_backend is not None:
         EXECUTORS.lookup(c.distributed_executor_backend)
     kt = c.kv_transfer_config
+    check_option("async_scheduling", c.async_scheduling,
+                 not c.async_scheduling or (c.speculative_config is None and kt is None
+                                            and c.tensor_parallel_size == 1),
+                 "False with a speculative_config, a kv_transfer_config or "
+                 "tensor_parallel_size > 1")
     if kt is not None:                                 # the engine checks its keys (chapter 61)
         check_option("kv_transfer_config", kt, isinstance(kt, dict) and "kv_role" in kt,
                      "None or a dict with a 'kv_role' key")

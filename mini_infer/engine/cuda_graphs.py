@@ -16,7 +16,7 @@ import torch
 from fastcore.basics import patch
 from tqdm import tqdm
 
-from .model_runner import ModelRunner
+from .model_runner import ModelRunner, resolve_placeholders
 from .sampling import Sampler, SamplerOutput
 from .sequence import Sequence
 from ..layers.attention import AttentionMetadata, token_slots
@@ -121,6 +121,8 @@ class CUDAGraphModelRunner(ModelRunner):
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.logits = None                                     # [B_max, V] fp32, the graphs' output
         self.graph_memory_bytes, self.capture_seconds = 0, 0.0
+        # recorded after the host mirrors' copies: the next fill waits for it (25b runs ahead)
+        self.copied: torch.cuda.Event | None = None
 
     def can_replay(self, scheduled: list[tuple[Sequence, int]]) -> bool:
         """A pure decode step that fits the largest captured size, with no prompt log-probabilities
@@ -177,7 +179,15 @@ def run(self: CUDAGraphModelRunner, scheduled: list[tuple[Sequence, int]]
         return ModelRunner.run(self, scheduled)
     seqs = [seq for seq, _ in scheduled]
     size = self.batch_sizes[bisect.bisect_left(self.batch_sizes, len(seqs))]
+    if self.copied is not None:                 # the last step's copies left the host mirrors
+        self.copied.synchronize()
     fill_decode_buffers(self.buffers, seqs, size, self.block_size, self.pad_block, self.group)
+    if self.device.type == "cuda":
+        self.copied = torch.cuda.Event()
+        self.copied.record()
+    if self.prev_token_ids is not None:       # tokens still on the device (chapters 24, 25b)
+        ids = self.buffers.input_ids[: len(seqs)]
+        ids.copy_(resolve_placeholders(ids, self.prev_token_ids))
     if size in self.graphs:
         self.graphs[size].replay()
         logits = self.logits[: len(seqs)]

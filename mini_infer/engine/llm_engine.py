@@ -236,6 +236,14 @@ def postprocess(self: LLMEngine, plan: SchedulerOutput, sampled: list[Sequence],
                 out: SamplerOutput | None) -> list[StreamOutput]:
     """Advance the scheduled sequences, append the sampled tokens, finish and free; the
     StreamOutputs."""
+    outputs = self.advance(plan)
+    token_ids = out.token_ids.tolist() if sampled else []      # the step's one device-to-host copy
+    return outputs + self.append_sampled(sampled, out, token_ids)
+
+
+@patch
+def advance(self: LLMEngine, plan: SchedulerOutput) -> list[StreamOutput]:
+    "Move the scheduled sequences' cache positions past this step, cache full blocks; failures."
     outputs = []
     for seq, n in plan.scheduled:
         if seq.status is SequenceStatus.FINISHED:                # its request failed in this loop
@@ -248,7 +256,14 @@ def postprocess(self: LLMEngine, plan: SchedulerOutput, sampled: list[Sequence],
             self.block_manager.cache_full_blocks(seq)
         except Exception as e:
             outputs += self._fail_request(seq.request_id, e)
-    token_ids = out.token_ids.tolist() if sampled else []      # the step's one device-to-host copy
+    return outputs
+
+
+@patch
+def append_sampled(self: LLMEngine, sampled: list[Sequence], out: SamplerOutput | None,
+                   token_ids: list[int]) -> list[StreamOutput]:
+    "Append each sampled token (host ids), check stops, finish and free; the StreamOutputs."
+    outputs = []
     for i, seq in enumerate(sampled):
         if seq.status is SequenceStatus.FINISHED:                # failed above, with its request
             continue

@@ -22,6 +22,7 @@ import numpy as np
 from gguf import GGUF_MAGIC, GGUFValueType
 from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as BackendTokenizer
+from tokenizers.decoders import DecodeStream
 from tokenizers.models import BPE
 
 # %% ../../nbs/14_tokenizer.ipynb #6297ae9b
@@ -376,6 +377,8 @@ class IncrementalDetokenizer:
         self.num_prompt_tokens = len(self.token_ids)
         self.prefix_offset = self.read_offset = self.num_prompt_tokens
         self.text = ""
+        # the same window rule in Rust, one call per token
+        self.stream = DecodeStream(skip_special_tokens=skip_special_tokens)
 
     @property
     def output_token_ids(self) -> list[int]:
@@ -398,6 +401,20 @@ class IncrementalDetokenizer:
 
     def add(self, token_ids: list[int]) -> str:
         "Append generated ids; return the text they complete (possibly empty)."
+        if self.stream is not None and len(token_ids) == 1:
+            self.token_ids.append(token_ids[0])
+            try:
+                delta = self.stream.step(self.tokenizer.backend, token_ids[0])
+            except Exception:        # a byte run that rewrites streamed text (below): `_emit` on
+                self.stream = None
+                return self._emit(hold_incomplete=True)
+            if delta is None:                                   # held back, as `_emit` holds
+                return ""
+            # the window slid: mirror it for `flush`
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.token_ids)
+            self.text += delta
+            return delta
+        self.stream = None                    # several ids at once: `_emit`'s one window from here
         self.token_ids.extend(token_ids)
         return self._emit(hold_incomplete=True)
 
