@@ -67,7 +67,7 @@ def int4_gemv_kernel(x_ptr, w_ptr, scale_ptr, min_ptr, bias_ptr, y_ptr, M, N, K,
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 # %% ../../nbs/41a_triton_int4.ipynb #c9d305b2
-INT4_GEMV_MAX_M = 4              # rows up to which `triton_int4_linear` uses the matrix-vector kernel
+INT4_GEMV_MAX_M = 4        # rows up to which `triton_int4_linear` uses the matrix-vector kernel
 
 
 def int4_gemv_config(M: int, N: int, K: int, num_sms: int) -> dict:
@@ -133,7 +133,8 @@ def int4_dot_kernel(x_ptr, w_ptr, scale_ptr, min_ptr, bias_ptr, y_ptr, M, N, K,
             lo, hi = lo - 8, hi - 8
         part = tl.dot(x_even.to(DOT_DTYPE), lo.to(DOT_DTYPE), input_precision="ieee")
         part = tl.dot(x_odd.to(DOT_DTYPE), hi.to(DOT_DTYPE), part, input_precision="ieee")
-        acc += part * tl.load(scale_ptr + s_cols + g, mask=n_mask, other=0.0).to(tl.float32)[None, :]
+        s = tl.load(scale_ptr + s_cols + g, mask=n_mask, other=0.0).to(tl.float32)
+        acc += part * s[None, :]
         if HAS_MIN:
             x_sum = (tl.sum(x_even.to(tl.float32), axis=1)
                      + tl.sum(x_odd.to(tl.float32), axis=1))                      # [BLOCK_M]
@@ -178,7 +179,7 @@ def int4_dot(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
     return out
 
 # %% ../../nbs/41a_triton_int4.ipynb #7c109e5c
-INT4_DOT_MAX_M = 128             # rows up to which `int4_linear_kernel` uses the tensor-core kernel
+INT4_DOT_MAX_M = 128       # rows up to which `int4_linear_kernel` uses the tensor-core kernel
 
 
 @triton.jit
@@ -236,7 +237,8 @@ def check_int4_inputs(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tenso
                          f"dividing K = {K}, got {tuple(scale.shape)}")
     for name, t, shape in (("scale", scale, scale.shape), ("wmin", wmin, scale.shape),
                            ("bias", bias, (N,))):
-        if t is not None and (t.shape != shape or not t.is_contiguous() or not t.is_floating_point()):
+        if t is not None and (t.shape != shape or not t.is_contiguous()
+                              or not t.is_floating_point()):
             raise ValueError(f"{name} must be a contiguous float {tuple(shape)}, got {t.dtype} "
                              f"{tuple(t.shape)}")
     if out.shape != (M, N) or out.dtype != x.dtype or out.stride(-1) != 1:
