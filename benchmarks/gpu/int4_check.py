@@ -2,7 +2,7 @@
 microbenchmark against bf16 (cuBLAS) and chapter 40a's int8 kernel, a sweep of the matrix-vector launch rule, and
 the row thresholds (INT4_GEMV_MAX_M, INT4_DOT_MAX_M) on the 7B merged gate/up matrix.
 
-    python benchmarks/gpu/int4_check.py [--out DIR] [--skip-sweep]       (H200, about 3 min)
+    python benchmarks/gpu/int4_check.py [--out DIR] [--skip-sweep]       (H100/H200, about 3 min)
 
 Timings are benchmarks/gpu/gemv_sweep.py's: one CUDA graph over enough copies of the weight (>= 512 MB) that the
 50 MB L2 cache cannot hold them, divided by the copies. GB/s counts the weight bytes a product reads (int4: the
@@ -118,8 +118,8 @@ def bench(shape: str = "Qwen2.5-7B") -> list[dict]:
     return rows
 
 
-SWEEP = [dict(block_n=bn, block_w=bw, num_warps=w) for bn, bw, w in itertools.product((2, 4, 8), (256, 512, 1024), (2, 4, 8))
-         if 2 <= bn * bw / (32 * w) <= 32]
+SWEEP = [dict(block_n=bn, block_w=bw, num_warps=w) for bn, bw, w in itertools.product((4, 8, 16), (256, 512, 1024), (2, 4, 8))
+         if 4 <= bn * bw / (32 * w) <= 32]
 
 
 @torch.no_grad()

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['INT4_GEMV_MAX_M', 'INT4_DOT_MAX_M', 'int4_code', 'int4_gemv_kernel', 'int4_gemv_config', 'int4_gemv',
-           'int4_dot_kernel', 'int4_dot', 'int4_dequantize_kernel', 'triton_dequantize_int4', 'check_int4_inputs',
-           'triton_int4_linear', 'int4_linear_kernel', 'use_triton_int4', 'triton_int4_pass']
+           'int4_dot_kernel', 'int4_dot_config', 'int4_dot', 'int4_dequantize_kernel', 'triton_dequantize_int4',
+           'check_int4_inputs', 'triton_int4_linear', 'int4_linear_kernel', 'use_triton_int4', 'triton_int4_pass']
 
 # %% ../../nbs/41a_triton_int4.ipynb #9ba0115b
 import torch
@@ -19,14 +19,13 @@ from ..quant.int4 import INT4_GROUP_SIZES, Int4Linear
 
 # %% ../../nbs/41a_triton_int4.ipynb #05daf57b
 @triton.jit
-def int4_code(words, i: tl.constexpr, HAS_MIN: tl.constexpr):
-    """Code i of each int32 word as an exact fp32: q (asymmetric grid), or q - 8 (symmetric),
-    Eq. (C)."""
-    f = (((words >> (4 * i)) & 15) | 0x4B000000).to(tl.float32, bitcast=True)       # 2^23 + q
-    if HAS_MIN:
-        return f - 8388608.0
+def int4_code(words, i: tl.constexpr):
+    "Code i of each int32 word as the exact fp32 1 + q/16 (q in mantissa bits 19-22), Eq. (C)."
+    if 4 * i <= 19:
+        moved = words << (19 - 4 * i)
     else:
-        return f - 8388616.0
+        moved = words >> (4 * i - 19)                            # sign bits land above bit 22
+    return ((moved & 0x780000) | 0x3F800000).to(tl.float32, bitcast=True)
 
 # %% ../../nbs/41a_triton_int4.ipynb #b34cd402
 @triton.jit
@@ -41,33 +40,45 @@ def int4_gemv_kernel(x_ptr, w_ptr, scale_ptr, min_ptr, bias_ptr, y_ptr, M, N, K,
     num_words = K // 8                                          # int32 words of 8 codes per row
     w_rows = w_ptr + rn.to(tl.int64)[:, None] * stride_wn                       # [BLOCK_N, 1]
     s_rows = rn.to(tl.int64)[:, None] * stride_sn                               # [BLOCK_N, 1]
-    x_rows = x_ptr + rm[:, None] * stride_xm                                    # [BLOCK_M, 1]
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    acc_nw = tl.zeros([BLOCK_N, BLOCK_W], tl.float32)                           # one row of x
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)                              # several rows
     for w0 in range(0, num_words, BLOCK_W):
         rw = w0 + tl.arange(0, BLOCK_W)
         mask = (rn[:, None] < N) & (rw[None, :] < num_words)
         words = tl.load(w_rows + rw[None, :], mask=mask, other=0)         # [BLOCK_N, BLOCK_W]
-        x_mask = (rm[:, None] < M) & (rw[None, :] < num_words)
-        dot = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_W], tl.float32)
-        x_sum = tl.zeros([BLOCK_M, BLOCK_W], tl.float32)
-        for i in tl.static_range(8):                 # nibble i of word w is column 8 w + i
-            x = tl.load(x_rows + 8 * rw[None, :] + i, mask=x_mask, other=0.0).to(tl.float32)
-            dot += x[:, None, :] * int4_code(words, i, HAS_MIN)[None, :, :]
-            if HAS_MIN:
-                x_sum += x                                                  # [BLOCK_M, BLOCK_W]
-        group = rw[None, :] // (GROUP // 8)                                 # [1, BLOCK_W]
-        part = dot * tl.load(scale_ptr + s_rows + group, mask=mask, other=0.0).to(tl.float32)
-        if HAS_MIN:
-            wmin = tl.load(min_ptr + s_rows + group, mask=mask, other=0.0).to(tl.float32)
-            part += x_sum[:, None, :] * wmin[None, :, :]
-        acc += tl.sum(part, axis=2)                                         # Eq. (G)
+        group = s_rows + rw[None, :] // (GROUP // 8)
+        s16 = 16.0 * tl.load(scale_ptr + group, mask=mask, other=0.0).to(tl.float32)
+        if HAS_MIN:                            # the coefficient of a word's sum of x, Eq. (C)
+            c = tl.load(min_ptr + group, mask=mask, other=0.0).to(tl.float32) - s16
+        else:
+            c = -1.5 * s16
+        if BLOCK_M == 1:
+            dot = tl.zeros([BLOCK_N, BLOCK_W], tl.float32)
+            x_sum = tl.zeros([BLOCK_W], tl.float32)
+            for i in tl.static_range(8):                  # code i of word w is column 8 w + i
+                x = tl.load(x_ptr + 8 * rw + i, mask=rw < num_words, other=0.0).to(tl.float32)
+                dot += x[None, :] * int4_code(words, i)
+                x_sum += x
+            acc_nw += s16 * dot + c * x_sum[None, :]
+        else:
+            x_rows = x_ptr + rm[:, None] * stride_xm + 8 * rw[None, :]       # [BLOCK_M, BLOCK_W]
+            x_mask = (rm[:, None] < M) & (rw[None, :] < num_words)
+            dot = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_W], tl.float32)
+            x_sum = tl.zeros([BLOCK_M, BLOCK_W], tl.float32)
+            for i in tl.static_range(8):
+                x = tl.load(x_rows + i, mask=x_mask, other=0.0).to(tl.float32)
+                dot += x[:, None, :] * int4_code(words, i)[None, :, :]
+                x_sum += x
+            acc += tl.sum(s16[None, :, :] * dot + c[None, :, :] * x_sum[:, None, :], axis=2)
+    if BLOCK_M == 1:
+        acc = tl.sum(acc_nw, axis=1)[None, :]                                   # [1, BLOCK_N]
     if HAS_BIAS:
         acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], acc.to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 # %% ../../nbs/41a_triton_int4.ipynb #c9d305b2
-INT4_GEMV_MAX_M = 4        # rows up to which `triton_int4_linear` uses the matrix-vector kernel
+INT4_GEMV_MAX_M = 2        # rows up to which `triton_int4_linear` uses the matrix-vector kernel
 
 
 def int4_gemv_config(M: int, N: int, K: int, num_sms: int) -> dict:
@@ -76,7 +87,7 @@ def int4_gemv_config(M: int, N: int, K: int, num_sms: int) -> dict:
     padded = {bw: triton.cdiv(K // 8, bw) * bw for bw in (1024, 512, 256, 128)}   # words read
     block_w = max(bw for bw, n in padded.items() if 8 * n <= 9 * min(padded.values()))
     block_w = max(128, block_w // triton.next_power_of_2(max(M, 1)))
-    block_n = 4 if num_sms > 1 else 16               # the interpreter: fewer, wider programs
+    block_n = (8 if M == 1 else 4) if num_sms > 1 else 16    # the interpreter: fewer programs
     return dict(block_n=block_n, block_w=block_w, num_warps=max(1, min(4, block_w // 128)))
 
 
@@ -147,6 +158,16 @@ def int4_dot_kernel(x_ptr, w_ptr, scale_ptr, min_ptr, bias_ptr, y_ptr, M, N, K,
 
 # %% ../../nbs/41a_triton_int4.ipynb #c7039640
 _TL_DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
+
+
+def int4_dot_config(M: int, N: int, K: int, group_size: int, num_sms: int) -> dict:
+    """40a's `int8_gemm_config` with column tiles of 64 (fewest instructions per weight) and split-K
+    to fill the GPU."""
+    chosen = int8_gemm_config(M, N, K, num_sms)
+    del chosen["block_k"]                                             # a step here is one group
+    programs = triton.cdiv(M, chosen["block_m"]) * triton.cdiv(N, 64)
+    split_k = max(1, min(triton.cdiv(2 * num_sms, programs), K // group_size // 4, 16))
+    return {**chosen, "block_n": 64, "split_k": split_k}
 
 
 def int4_dot(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
@@ -266,8 +287,7 @@ def triton_int4_linear(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tens
         chosen = int4_gemv_config(M, N, x.shape[1], num_sms(x.device))
         launch = int4_gemv
     else:
-        chosen = int8_gemm_config(M, N, x.shape[1], num_sms(x.device))   # chapter 40a's rule
-        del chosen["block_k"]                                  # a step here is one group
+        chosen = int4_dot_config(M, N, x.shape[1], x.shape[1] // scale.shape[1], num_sms(x.device))
         launch = int4_dot
     unknown = set(config) - set(chosen)
     if unknown:
