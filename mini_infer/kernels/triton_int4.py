@@ -15,7 +15,7 @@ import triton.language as tl
 
 from ..engine_config import register_pass
 from .triton_int8 import int8_gemm_config, int8_splitk_reduce_kernel, num_sms
-from ..quant.int4 import INT4_GROUP_SIZES, Int4Linear
+from ..quant.int4 import INT4_GROUP_SIZES, GroupInt8Linear, Int4Linear
 
 # %% ../../nbs/41a_triton_int4.ipynb #05daf57b
 @triton.jit
@@ -308,7 +308,10 @@ def int4_linear_kernel(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tens
 
 
 def use_triton_int4(model: torch.nn.Module, enable: bool = True) -> int:
-    "Set (or clear) the Triton `kernel` hook of every plain-layout `Int4Linear`; returns the count."
+    """Set (or clear) the `kernel` hook of every plain-layout `Int4Linear` (Q8_0 layers split first,
+    (Q8)); the count."""
+    for m in [m for m in model.modules() if isinstance(m, GroupInt8Linear)] if enable else []:
+        m.split_int4()
     layers = [m for m in model.modules() if isinstance(m, Int4Linear) and m.layout == "rows"]
     for m in layers:
         m.kernel = int4_linear_kernel if enable else None
