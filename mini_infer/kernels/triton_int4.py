@@ -161,13 +161,13 @@ _TL_DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.floa
 
 
 def int4_dot_config(M: int, N: int, K: int, group_size: int, num_sms: int) -> dict:
-    """40a's `int8_gemm_config` with column tiles of 64 (fewest instructions per weight) and split-K
+    """40a's `int8_gemm_config` with column tiles of 128 (fewest instructions per weight) and split-K
     to fill the GPU."""
     chosen = int8_gemm_config(M, N, K, num_sms)
     del chosen["block_k"]                                             # a step here is one group
-    programs = triton.cdiv(M, chosen["block_m"]) * triton.cdiv(N, 64)
+    programs = triton.cdiv(M, chosen["block_m"]) * triton.cdiv(N, 128)
     split_k = max(1, min(triton.cdiv(2 * num_sms, programs), K // group_size // 4, 16))
-    return {**chosen, "block_n": 64, "split_k": split_k}
+    return {**chosen, "block_n": 128, "split_k": split_k}
 
 
 def int4_dot(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor,
