@@ -161,7 +161,7 @@ _TL_DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.floa
 
 
 def int4_dot_config(M: int, N: int, K: int, group_size: int, num_sms: int) -> dict:
-    """40a's `int8_gemm_config` with column tiles of 128 (fewest instructions per weight) and split-K
+    """40a's `int8_gemm_config` with column tiles of 128 (fewest instructions per weight), split-K
     to fill the GPU."""
     chosen = int8_gemm_config(M, N, K, num_sms)
     del chosen["block_k"]                                             # a step here is one group
