@@ -1,7 +1,10 @@
-"""Benchmark a: batch-1 decode ms/step, Qwen2.5-0.5B and Qwen2.5-7B shapes, bf16 and int8, against the HBM floor
+"""Benchmark a: batch-1 decode ms/step, Qwen2.5-0.5B and Qwen2.5-7B shapes, bf16, int8 and int4, against the HBM floor
 and HF transformers `generate` (bf16, SDPA, same weights) in the same run.
 
-    python benchmarks/gpu/decode_latency.py [--shapes Qwen2.5-0.5B Qwen2.5-7B] [--kernels auto] [--out DIR]  (H200, ~3 min)
+    python benchmarks/gpu/decode_latency.py [--shapes Qwen2.5-0.5B Qwen2.5-7B] [--weights bf16 int8 int4] [--kernels auto]
+        [--out DIR]  (H200, ~3 min for bf16 and int8, ~1 more for int4)
+
+int4 is `quantization="int4"` (chapter 41: groups of 64, asymmetric) with chapter 41a's Triton kernels.
 
 floor = bytes one decode step must read (every weight once; an untied embedding table only one row) / measured
 device copy bandwidth. mini_infer runs with CUDA graphs and the fused kernels (the engine's defaults on CUDA);
@@ -38,7 +41,12 @@ def linears_in_use(model) -> list:
             if getattr(m, merged, None) is not None:
                 skip.update(id(getattr(m, p)) for p in parts)
     return [m for m in model.modules() if id(m) not in skip
-            and type(m).__name__ in ("ColumnParallelLinear", "RowParallelLinear", "Int8Linear")]
+            and type(m).__name__ in ("ColumnParallelLinear", "RowParallelLinear", "Int8Linear", "Int4Linear")]
+
+
+def in_size(m) -> int:
+    "Input size K of a linear layer (an int4 layer's qweight holds K/2 bytes per row)."
+    return m.weight.shape[1] if getattr(m, "weight", None) is not None else m.in_features
 
 
 def event_ms(fn, repeats: int = 50) -> float:
@@ -61,12 +69,11 @@ def breakdown(llm) -> dict:
     dtype = llm.engine.dtype
     xs = {}
     for m in linears:
-        k = m.weight.shape[1] if hasattr(m, "weight") and m.weight is not None else m.qweight.shape[1]
-        xs.setdefault(k, torch.randn(1, k, device="cuda", dtype=dtype))
+        xs.setdefault(in_size(m), torch.randn(1, in_size(m), device="cuda", dtype=dtype))
     h = torch.randn(1, llm.config.hidden_size, device="cuda", dtype=dtype)
     def all_linears():
         for m in linears:
-            m(xs[m.weight.shape[1] if getattr(m, "weight", None) is not None else m.qweight.shape[1]])
+            m(xs[in_size(m)])
         llm.model.compute_logits(h)
     all_linears(); torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
@@ -81,7 +88,7 @@ def main() -> None:
     from mini_infer import LLM, SamplingParams
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", nargs="+", default=["Qwen2.5-0.5B", "Qwen2.5-7B"])
-    ap.add_argument("--weights", nargs="+", default=["bf16", "int8"], choices=["bf16", "int8"])
+    ap.add_argument("--weights", nargs="+", default=["bf16", "int8"], choices=["bf16", "int8", "int4"])
     ap.add_argument("--steps", type=int, default=129)
     ap.add_argument("--kernels", default="auto", choices=["auto", "triton", "torch"])
     ap.add_argument("--out", default=None)
@@ -98,7 +105,8 @@ def main() -> None:
             nbytes = weight_bytes_read(llm.model)
             ms = ms_per_step(lambda n: llm.generate([prompt], greedy(n)), a.steps)
             row = {"shape": shape, "weights": quant or "bf16", "mini_infer_ms": ms, "floor_ms": nbytes / bw / 1e6,
-                   "weight_GB_read": nbytes / 1e9, "graph_memory_MiB": getattr(llm.engine.runner, "graph_memory_bytes", 0) / 2**20}
+                   "weight_GB_read": nbytes / 1e9, "graph_memory_MiB": getattr(llm.engine.runner, "graph_memory_bytes", 0) / 2**20,
+                   "passes": [name for name, _ in llm.engine.passes]}
             if getattr(llm.engine.runner, "graphs", None):
                 row.update(breakdown(llm))
             if quant is None:
@@ -117,8 +125,9 @@ def main() -> None:
             free_cuda()
     by = {(r["shape"], r["weights"]): r for r in res["rows"]}
     for shape in a.shapes:
-        if (shape, "int8") in by and (shape, "bf16") in by:
-            by[(shape, "int8")]["speedup_vs_bf16"] = by[(shape, "bf16")]["mini_infer_ms"] / by[(shape, "int8")]["mini_infer_ms"]
+        for quant in ("int8", "int4"):
+            if (shape, quant) in by and (shape, "bf16") in by:
+                by[(shape, quant)]["speedup_vs_bf16"] = by[(shape, "bf16")]["mini_infer_ms"] / by[(shape, quant)]["mini_infer_ms"]
     save("decode_latency" + ("" if a.kernels == "auto" else f"_{a.kernels}_kernels"), res, a.out)
     print(f"\ncopy bandwidth {bw:,.0f} GB/s (read + write); {res['env']}")
     print(table(["shape", "weights", "GB read", "floor ms", "mini_infer ms", "% of floor", "HF ms", "HF / ours",

@@ -168,6 +168,7 @@ class Int4Linear(nn.Module):
             None,
         )
         self.in_features, self.out_features, self.layout = 2 * qweight.shape[1], n, "rows"
+        self.kernel = None     # kernel(x, qweight, scale, wmin, bias) on the rows: chapter 41a's
 
     @classmethod
     def from_linear(cls, linear: nn.Module, group_size: int = 64,
@@ -195,7 +196,7 @@ def forward(self: Int4Linear, x: torch.Tensor) -> torch.Tensor:
     if self.layout == "tinygemm":
         out = int4_linear_cpu(x, self.qweight, self.scale_zeros, self.group_size, bias)
     else:
-        out = int4_linear_reference(x, self.qweight, self.scale, self.wmin, bias)
+        out = (self.kernel or int4_linear_reference)(x, self.qweight, self.scale, self.wmin, bias)
     if self.is_row_parallel and self.tp_size > 1 and self.tp_group is not None:
         out = self.tp_group.all_reduce(out)
     return out
@@ -330,15 +331,21 @@ class GroupInt8Linear(nn.Module):
         out = high(x).float() + low(x).float()                                       # (Q8)
         return (out if self.bias is None else out + self.bias.float()).to(x.dtype)
 
+    def split_int4(self) -> bool:
+        "Compute with the two int4 layers of (Q8), plain layout; the codes stay (for an embedding)."
+        if self.parts is None and self.group_size % 2 == 0:
+            s = self.scale.float()
+            high = Int4Linear(pack_int4((self.codes >> 4) + 8), 16 * s)           # 16 d (h + 8 - 8)
+            low = Int4Linear(pack_int4(self.codes & 15), s, torch.zeros_like(s))  # d l + 0
+            self.parts = nn.ModuleList([high, low])
+        return self.parts is not None
+
     def use_cpu_kernel(self) -> bool:
-        "Split into two tinygemm int4 products (Q8); the codes stay (an embedding may share them)."
+        "Split into two tinygemm int4 products (Q8), repacked for the CPU."
         if (self.parts is not None or self.codes.is_cuda or self.out_features % 16
-            or self.group_size % 2):
+            or not self.split_int4()):
             return False
-        s = self.scale.float()
-        high = Int4Linear(pack_int4((self.codes >> 4) + 8), 16 * s)               # 16 d (h + 8 - 8)
-        low = Int4Linear(pack_int4(self.codes & 15), s, torch.zeros_like(s))      # d l + 0
-        self.parts = nn.ModuleList([high, low])
+        high, low = self.parts
         return high.use_cpu_kernel() and low.use_cpu_kernel()
 
 # %% ../../nbs/41_int4_weights.ipynb #b0ed23f6
