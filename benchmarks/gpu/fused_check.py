@@ -1,0 +1,128 @@
+"""Chapter 21b on the GPU: the fused RoPE + paged K/V write kernel against the two kernels it replaces (bit for bit,
+bf16, real head shapes), the kernels one decode layer launches with the hook off and on (torch.profiler), and
+microseconds per layer and per rotation + write inside a CUDA graph.
+
+    python benchmarks/gpu/fused_check.py [--out DIR]     (H200, ~1 min; exits 1 if a bit differs)
+
+The notebook nbs/21b_triton_fused_rope_cache.ipynb calls check_bits, layer_kernels and rope_store_us from its
+`#| cuda` cells.
+"""
+import argparse
+import json
+from collections import Counter
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from common import config_dir, env, free_cuda, graphed_us, out_dir, print_rows, save
+
+HEADS = {"Qwen2.5-0.5B": (14, 2, 64), "Qwen2.5-7B": (28, 4, 128), "Qwen3-0.6B": (16, 8, 128)}
+
+
+def inputs(T: int, H: int, Hkv: int, D: int, seed: int = 0, N: int = 512, P: int = 16):
+    "Strided bf16 q, k, v views of one qkv output, positions, distinct slots (one -1), a table, two caches."
+    from mini_infer.layers.basic import RotaryEmbedding
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    qkv = (torch.randn(T, (H + 2 * Hkv) * D, device="cuda", generator=g) * 3).to(torch.bfloat16)
+    q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
+    rope = RotaryEmbedding(D, 32768, 1e6).cuda()
+    positions = torch.randint(0, 32768, (T,), device="cuda", generator=g)
+    slots = torch.randperm(N * P, device="cuda", generator=g)[:T]
+    slots[T // 2] = -1
+    caches = [torch.randn(N, P, Hkv, D, device="cuda", generator=g).to(torch.bfloat16) for _ in range(2)]
+    return positions, q.view(T, H, D), k.view(T, Hkv, D), v.view(T, Hkv, D), rope.cos_sin_cache, caches, slots
+
+
+def check_bits() -> list[dict]:
+    "rope_store_kv against rotary_embedding + triton_store_kv, compiled, bf16: q and both caches bit for bit."
+    from mini_infer.kernels.triton_fused import rotary_embedding
+    from mini_infer.kernels.triton_paged_attention import triton_store_kv
+    from mini_infer.kernels.triton_rope_cache import rope_store_kv
+    rows = []
+    for name, (H, Hkv, D) in HEADS.items():
+        for T in (1, 8, 256):
+            positions, q, k, v, table, caches, slots = inputs(T, H, Hkv, D, seed=T)
+            want = [c.clone() for c in caches]
+            q_want, k_rot = rotary_embedding(positions, q, k, table)
+            triton_store_kv(*want, k_rot, v, slots)
+            q_got = rope_store_kv(positions, q, k, v, table, *caches, slots)
+            same = [torch.equal(a.view(torch.int16), b.view(torch.int16))
+                    for a, b in ((q_got, q_want), (caches[0], want[0]), (caches[1], want[1]))]
+            rows.append({"check": "bits", "shape": name, "T": T, "q_equal": same[0], "k_cache_equal": same[1],
+                         "v_cache_equal": same[2]})
+    print_rows(rows)
+    if not all(r["q_equal"] and r["k_cache_equal"] and r["v_cache_equal"] for r in rows):
+        raise SystemExit("rope_store_kv differs from rotary_embedding + triton_store_kv")
+    print("rope_store_kv == rotary_embedding + triton_store_kv, bit for bit (bf16, compiled)")
+    return rows
+
+
+def rope_store_us() -> list[dict]:
+    "Microseconds of the rotation + K/V write of one token, unfused (2 kernels) and fused (1), in a CUDA graph."
+    from mini_infer.kernels.triton_fused import rotary_embedding
+    from mini_infer.kernels.triton_paged_attention import triton_store_kv
+    from mini_infer.kernels.triton_rope_cache import rope_store_kv
+    rows = []
+    for name, (H, Hkv, D) in HEADS.items():
+        positions, q, k, v, table, caches, slots = inputs(1, H, Hkv, D)
+        slots[0] = 7
+        unfused = lambda: triton_store_kv(*caches, rotary_embedding(positions, q, k, table)[1], v, slots)
+        fused = lambda: rope_store_kv(positions, q, k, v, table, *caches, slots)
+        us = [graphed_us([fn] * 24) for fn in (unfused, fused)]        # 24 layers' worth in one graph
+        rows.append({"check": "rope+store us (T=1)", "shape": name, "unfused_us": us[0], "fused_us": us[1],
+                     "saved_us": us[0] - us[1]})
+    return rows
+
+
+def kernel_names(fn) -> Counter:
+    "The GPU kernels fn() launches, by name and count (torch.profiler)."
+    fn(); torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(); torch.cuda.synchronize()
+    return Counter(e.name for e in prof.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA and "Memcpy" not in e.name
+                   and "Memset" not in e.name)
+
+
+def layer_kernels(shapes=("Qwen2.5-0.5B", "Qwen3-0.6B"), ctx: int = 1024) -> list[dict]:
+    "Kernels and graph microseconds of one batch-1 decode layer (kernels='triton'), rope_store hook off and on."
+    from mini_infer import LLM
+    from mini_infer.kernels.triton_rope_cache import use_rope_store
+    from mini_infer.layers.attention import build_metadata
+    rows = []
+    for shape in shapes:
+        llm = LLM(config_dir(shape), dtype="bfloat16", device="cuda", load_format="dummy", max_model_len=2048,
+                  max_num_seqs=8, num_kv_blocks=1024, kernels="triton")
+        layer, d, P = llm.model.model.layers[1], llm.model.config.hidden_size, llm.engine.block_size
+        md = build_metadata([1], [ctx], [list(range(-(-ctx // P)))], P, device="cuda")
+        pos = torch.tensor([ctx - 1], device="cuda")
+        hidden, residual = torch.randn(2, 1, d, device="cuda", dtype=torch.bfloat16)
+        call = lambda: layer(pos, hidden, residual, md)
+        for fused in (False, True):
+            use_rope_store(llm.model, enable=fused)
+            names = kernel_names(call)
+            rows.append({"check": "one decode layer", "shape": shape, "fused_rope_store": fused,
+                         "kernels": sum(names.values()), "layer_us": graphed_us([call] * 8),
+                         "names": " ".join(f"{n.split('(')[0][:28]}x{c}" for n, c in sorted(names.items()))})
+        del llm
+        free_cuda()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    run = {"env": env(), "bits": check_bits(), "layer": layer_kernels(), "rope_store": rope_store_us()}
+    print_rows([{k: v for k, v in r.items() if k != "names"} for r in run["layer"]])
+    for r in run["layer"]:
+        print(f"  {r['shape']} fused={r['fused_rope_store']}: {r['names']}")
+    print_rows(run["rope_store"])
+    gpu = run["env"]["gpu"].lower().replace("nvidia ", "nvidia-").replace(" ", "-")
+    path = out_dir(a.out) / f"{gpu}_fused_check_{run['env']['date']}.json"
+    old = json.loads(path.read_text())["runs"] if path.exists() else []   # recorded runs are kept
+    save("fused_check", {"env": run["env"], "runs": old + [run]}, a.out)
+
+
+if __name__ == "__main__":
+    main()
