@@ -93,7 +93,7 @@ def make_llm(shape: str, device: str, max_batch: int, max_ctx: int, **kw):
 def sweep(shape: str, device: str, batches: list[int], contexts: list[int], bw: float) -> list[dict]:
     from decode_latency import weight_bytes_read
     cuda = device == "cuda"
-    kw = dict(gpu_memory_utilization=0.85) if cuda else dict(num_kv_blocks=max(batches) * -(-max(contexts) // 16))
+    kw = dict(gpu_memory_utilization=0.9) if cuda else dict(num_kv_blocks=max(batches) * -(-max(contexts) // 16))
     llm = make_llm(shape, device, max(batches), max(contexts), **kw)
     wbytes, kvtok = weight_bytes_read(llm.model), kv_bytes_per_token(llm.model)
     P, num_blocks = llm.engine.block_size, llm.engine.num_kv_blocks

@@ -100,10 +100,10 @@ def fused_rope_store(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, 
 
 # %% ../../nbs/21b_triton_fused_rope_cache.ipynb #c7a170d4
 def use_rope_store(model: nn.Module, enable: bool = True) -> int:
-    """Set (or clear) `rope_store` of every `Attention` layer whose K/V write is `triton_store_kv`;
+    """Set (or clear) `rope_store` of every plain `Attention` whose K/V write is `triton_store_kv`;
     returns the count."""
-    layers = [m for m in model.modules()
-              if isinstance(m, Attention) and m.store is triton_store_kv]
+    layers = [m for m in model.modules() if isinstance(m, Attention)
+              and type(m).forward is Attention.forward and m.store is triton_store_kv]
     for layer in layers:
         if enable and layer.kv_cache is not None:
             check_triton_device(layer.kv_cache["k"], triton_interpreted())

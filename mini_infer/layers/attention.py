@@ -190,8 +190,7 @@ class Attention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale, self.sliding_window, self.backend = scale, sliding_window, backend
         self.store = store_kv_pair                          # a kernel set may bring one fused write
-        self.rope_store = None              # fused RoPE + K/V write(positions, q, k, v, rope, k_cache,
-        #                                     v_cache, slot_mapping) -> rotated q: chapter 21b
+        self.rope_store = None                # RoPE + this write in one kernel: chapter 21b
         self.kv_cache: dict[str, torch.Tensor] | None = None          # bound by the runner
         self.kv_group = self.kv_streams()["k"].group
 
@@ -202,20 +201,27 @@ class Attention(nn.Module):
                             window=self.sliding_window)
         return {"k": spec, "v": spec}
 
-    def forward(self, q, k, v, md: AttentionMetadata, positions=None, rope=None) -> torch.Tensor:
-        """q [T, H, D], k/v [T, Hkv, D] -> [T, H, D]; rotates q, k by `rope` at `positions` if given,
-        writes k/v into the cache first."""
+    def forward(self, q, k, v, md: AttentionMetadata) -> torch.Tensor:
+        "q [T, H, D], k/v [T, Hkv, D] -> [T, H, D]; writes k/v into the cache first."
+        if self.kv_cache is None:
+            raise RuntimeError("Attention.kv_cache is not bound: the model runner allocates and "
+                               "binds it")
+        md = md.view(self.kv_group)
+        self.store(self.kv_cache["k"], self.kv_cache["v"], k, v, md.slot_mapping)
+        return self.backend(q, self.kv_cache["k"], self.kv_cache["v"], md, self.scale,
+                            self.sliding_window)
+
+    def rope_forward(self, positions, q, k, v, rope: nn.Module, md: AttentionMetadata):
+        """`forward` of q and k rotated by `rope` at `positions`; one kernel rotates and writes when
+        `rope_store` is set (21b)."""
+        if self.rope_store is None:
+            return self(*rope(positions, q, k), v, md)
         if self.kv_cache is None:
             raise RuntimeError("Attention.kv_cache is not bound: the model runner allocates and "
                                "binds it")
         md = md.view(self.kv_group)
         k_cache, v_cache = self.kv_cache["k"], self.kv_cache["v"]
-        if rope is not None and self.rope_store is not None:           # one kernel (chapter 21b)
-            q = self.rope_store(positions, q, k, v, rope, k_cache, v_cache, md.slot_mapping)
-        else:
-            if rope is not None:
-                q, k = rope(positions, q, k)
-            self.store(k_cache, v_cache, k, v, md.slot_mapping)
+        q = self.rope_store(positions, q, k, v, rope, k_cache, v_cache, md.slot_mapping)
         return self.backend(q, k_cache, v_cache, md, self.scale, self.sliding_window)
 
 # %% ../../nbs/11_attention.ipynb #10b864b0

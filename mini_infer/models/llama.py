@@ -71,7 +71,7 @@ class LlamaAttention(nn.Module):
         v = v.view(T, self.num_kv_heads, self.head_dim)                 # [T, Hkv, D]
         if hasattr(self, "q_norm"):                                     # Qwen3 QK-norm, before RoPE
             q, k = self.q_norm(q), self.k_norm(k)
-        o = self.attn(q, k, v, md, positions, self.rotary_emb)        # RoPE, K/V write: [T, H, D]
+        o = self.attn.rope_forward(positions, q, k, v, self.rotary_emb, md)       # [T, H, D]
         return self.o_proj(o.reshape(T, self.num_heads * self.head_dim))
 
     def merge_projections(self) -> None:
