@@ -55,6 +55,8 @@ def fill_decode(llm, batch: int, ctx: int):
     slots = tables[:, (ctx - 1) // P].long() * P + (ctx - 1) % P               # [B] the new token's slot
     runner = llm.engine.runner
     if getattr(runner, "graphs", None):
+        if batch not in runner.graphs:
+            raise SystemExit(f"batch {batch} has no captured graph; captured: {sorted(runner.graphs)}")
         buf = runner.buffers
         buf.input_ids[:batch] = torch.arange(batch) % 1000 + 100
         buf.positions[:batch], buf.slot_mapping[:batch], buf.seq_lens[:batch] = ctx - 1, slots.to(dev), ctx
