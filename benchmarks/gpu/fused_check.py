@@ -3,33 +3,41 @@ bf16, real head shapes), the kernels one decode layer launches with the hook off
 microseconds per layer and per rotation + write inside a CUDA graph.
 
     python benchmarks/gpu/fused_check.py [--out DIR]     (H200, ~1 min; exits 1 if a bit differs)
+    python benchmarks/gpu/fused_check.py --smoke         (CPU, Triton interpreter, tiny shapes: that it runs)
 
 The notebook nbs/21b_triton_fused_rope_cache.ipynb calls check_bits, layer_kernels and rope_store_us from its
 `#| cuda` cells.
 """
 import argparse
 import json
+import os
+import sys
+import tempfile
 from collections import Counter
 
 import torch
+
+if __name__ == "__main__" and "--smoke" in sys.argv:
+    os.environ.setdefault("TRITON_INTERPRET", "1")      # before mini_infer's kernels are imported
 from torch.profiler import ProfilerActivity, profile
 
-from common import config_dir, env, free_cuda, graphed_us, out_dir, print_rows, save
+from common import SHAPES, config_dir, env, free_cuda, graphed_us, out_dir, print_rows, save
 
 HEADS = {"Qwen2.5-0.5B": (14, 2, 64), "Qwen2.5-7B": (28, 4, 128), "Qwen3-0.6B": (16, 8, 128)}
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"      # cpu: --smoke under TRITON_INTERPRET=1
 
 
 def inputs(T: int, H: int, Hkv: int, D: int, seed: int = 0, N: int = 512, P: int = 16):
     "Strided bf16 q, k, v views of one qkv output, positions, distinct slots (one -1), a table, two caches."
     from mini_infer.layers.basic import RotaryEmbedding
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    qkv = (torch.randn(T, (H + 2 * Hkv) * D, device="cuda", generator=g) * 3).to(torch.bfloat16)
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    qkv = (torch.randn(T, (H + 2 * Hkv) * D, device=DEVICE, generator=g) * 3).to(torch.bfloat16)
     q, k, v = qkv.split([H * D, Hkv * D, Hkv * D], dim=-1)
-    rope = RotaryEmbedding(D, 32768, 1e6).cuda()
-    positions = torch.randint(0, 32768, (T,), device="cuda", generator=g)
-    slots = torch.randperm(N * P, device="cuda", generator=g)[:T]
+    rope = RotaryEmbedding(D, 32768, 1e6).to(DEVICE)
+    positions = torch.randint(0, 32768, (T,), device=DEVICE, generator=g)
+    slots = torch.randperm(N * P, device=DEVICE, generator=g)[:T]
     slots[T // 2] = -1
-    caches = [torch.randn(N, P, Hkv, D, device="cuda", generator=g).to(torch.bfloat16) for _ in range(2)]
+    caches = [torch.randn(N, P, Hkv, D, device=DEVICE, generator=g).to(torch.bfloat16) for _ in range(2)]
     return positions, q.view(T, H, D), k.view(T, Hkv, D), v.view(T, Hkv, D), rope.cos_sin_cache, caches, slots
 
 
@@ -40,7 +48,7 @@ def check_bits() -> list[dict]:
     from mini_infer.kernels.triton_rope_cache import rope_store_kv
     rows = []
     for name, (H, Hkv, D) in HEADS.items():
-        for T in (1, 8, 256):
+        for T in ((1, 8, 256) if DEVICE == "cuda" else (1, 3)):
             positions, q, k, v, table, caches, slots = inputs(T, H, Hkv, D, seed=T)
             want = [c.clone() for c in caches]
             q_want, k_rot = rotary_embedding(positions, q, k, table)
@@ -53,7 +61,8 @@ def check_bits() -> list[dict]:
     print_rows(rows)
     if not all(r["q_equal"] and r["k_cache_equal"] and r["v_cache_equal"] for r in rows):
         raise SystemExit("rope_store_kv differs from rotary_embedding + triton_store_kv")
-    print("rope_store_kv == rotary_embedding + triton_store_kv, bit for bit (bf16, compiled)")
+    how = "compiled" if DEVICE == "cuda" else "Triton interpreter"
+    print(f"rope_store_kv == rotary_embedding + triton_store_kv, bit for bit (bf16, {how})")
     return rows
 
 
@@ -68,17 +77,22 @@ def rope_store_us() -> list[dict]:
         slots[0] = 7
         unfused = lambda: triton_store_kv(*caches, rotary_embedding(positions, q, k, table)[1], v, slots)
         fused = lambda: rope_store_kv(positions, q, k, v, table, *caches, slots)
-        us = [graphed_us([fn] * 24) for fn in (unfused, fused)]        # 24 layers' worth in one graph
+        # 24 layers' worth in one graph
+        us = [graphed_us([fn] * 24, eager=DEVICE != "cuda") for fn in (unfused, fused)]
         rows.append({"check": "rope+store us (T=1)", "shape": name, "unfused_us": us[0], "fused_us": us[1],
                      "saved_us": us[0] - us[1]})
     return rows
 
 
 def kernel_names(fn) -> Counter:
-    "The GPU kernels fn() launches, by name and count (torch.profiler)."
-    fn(); torch.cuda.synchronize()
+    "The GPU kernels fn() launches, by name and count (torch.profiler); empty on the CPU."
+    fn()
+    if DEVICE != "cuda":
+        return Counter()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(); torch.cuda.synchronize()
+        fn()
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
     return Counter(e.name for e in prof.events()
                    if e.device_type == torch.autograd.DeviceType.CUDA and "Memcpy" not in e.name
                    and "Memset" not in e.name)
@@ -91,33 +105,47 @@ def layer_kernels(shapes=("Qwen2.5-0.5B", "Qwen3-0.6B"), ctx: int = 1024) -> lis
     from mini_infer.layers.attention import build_metadata
     rows = []
     for shape in shapes:
-        llm = LLM(config_dir(shape), dtype="bfloat16", device="cuda", load_format="dummy", max_model_len=2048,
+        llm = LLM(config_dir(shape), dtype="bfloat16" if DEVICE == "cuda" else "float32", device=DEVICE, load_format="dummy", max_model_len=2048,
                   max_num_seqs=8, num_kv_blocks=1024, kernels="triton")
         layer, d, P = llm.model.model.layers[1], llm.model.config.hidden_size, llm.engine.block_size
-        md = build_metadata([1], [ctx], [list(range(-(-ctx // P)))], P, device="cuda")
-        pos = torch.tensor([ctx - 1], device="cuda")
-        hidden, residual = torch.randn(2, 1, d, device="cuda", dtype=torch.bfloat16)
+        md = build_metadata([1], [ctx], [list(range(-(-ctx // P)))], P, device=DEVICE)
+        pos = torch.tensor([ctx - 1], device=DEVICE)
+        hidden, residual = torch.randn(2, 1, d, device=DEVICE, dtype=llm.engine.dtype)
         call = lambda: layer(pos, hidden, residual, md)
         for fused in (False, True):
             use_rope_store(llm.model, enable=fused)
             names = kernel_names(call)
             rows.append({"check": "one decode layer", "shape": shape, "fused_rope_store": fused,
-                         "kernels": sum(names.values()), "layer_us": graphed_us([call] * 8),
+                         "kernels": sum(names.values()),
+                         "layer_us": graphed_us([call] * 8, eager=DEVICE != "cuda"),
                          "names": " ".join(f"{n.split('(')[0][:28]}x{c}" for n, c in sorted(names.items()))})
         del llm
-        free_cuda()
+        if DEVICE == "cuda":
+            free_cuda()
     return rows
+
+
+def report(layer_rows: list[dict], rope_rows: list[dict]) -> None:
+    "Print the per-layer kernel counts and microseconds, the kernels by name, and the rope + store timing."
+    print_rows([{k: v for k, v in r.items() if k != "names"} for r in layer_rows])
+    for r in layer_rows:
+        print(f"  {r['shape']} fused={r['fused_rope_store']}: {r['names']}")
+    print_rows(rope_rows)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
+    ap.add_argument("--smoke", action="store_true", help="CPU under TRITON_INTERPRET=1, a tiny shape")
     a = ap.parse_args()
-    run = {"env": env(), "bits": check_bits(), "layer": layer_kernels(), "rope_store": rope_store_us()}
-    print_rows([{k: v for k, v in r.items() if k != "names"} for r in run["layer"]])
-    for r in run["layer"]:
-        print(f"  {r['shape']} fused={r['fused_rope_store']}: {r['names']}")
-    print_rows(run["rope_store"])
+    if a.smoke:                                  # checks that the script runs; its numbers mean nothing
+        SHAPES["tiny"] = dict(SHAPES["Qwen3-0.6B"], vocab_size=512, hidden_size=64, intermediate_size=128,
+                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+        a.out = a.out or tempfile.mkdtemp(prefix="fused_check_smoke-")
+    run = {"env": env(), "bits": check_bits(), "layer": layer_kernels(("tiny",) if a.smoke else
+                                                                      ("Qwen2.5-0.5B", "Qwen3-0.6B")),
+           "rope_store": rope_store_us()}
+    report(run["layer"], run["rope_store"])
     gpu = run["env"]["gpu"].lower().replace("nvidia ", "nvidia-").replace(" ", "-")
     path = out_dir(a.out) / f"{gpu}_fused_check_{run['env']['date']}.json"
     old = json.loads(path.read_text())["runs"] if path.exists() else []   # recorded runs are kept
