@@ -62,28 +62,34 @@ def check_bits() -> list[dict]:
                              "q_max_ulp": ulps[0], "k_cache_max_ulp": ulps[1],
                              "v_cache_equal": torch.equal(got[1].view(torch.int16), want[1].view(torch.int16))})
     print_rows(rows)
-    if not all(r["q_max_ulp"] == r["k_cache_max_ulp"] == 0 and r["v_cache_equal"] for r in rows):
+    # the QK-norm's fp32 variance is a sum over a [heads, D] tile, not over one row: its order may differ
+    bound = lambda r: 1 if r["qk_norm"] else 0
+    if not all(max(r["q_max_ulp"], r["k_cache_max_ulp"]) <= bound(r) and r["v_cache_equal"] for r in rows):
         raise SystemExit("rope_store_kv differs from (rms_norm +) rotary_embedding + triton_store_kv")
     how = "compiled" if DEVICE == "cuda" else "Triton interpreter"
-    print(f"rope_store_kv == (rms_norm +) rotary_embedding + triton_store_kv, bit for bit (bf16, {how})")
+    print(f"rope_store_kv == rotary_embedding + triton_store_kv bit for bit, with QK-norm within 1 ulp "
+          f"(bf16, {how}; measured above)")
     return rows
 
 
 def rope_store_us() -> list[dict]:
     "Microseconds of the rotation + K/V write of one token, unfused (2 kernels) and fused (1), in a CUDA graph."
-    from mini_infer.kernels.triton_fused import rotary_embedding
+    from mini_infer.kernels.triton_fused import rms_norm, rotary_embedding
     from mini_infer.kernels.triton_paged_attention import triton_store_kv
     from mini_infer.kernels.triton_rope_cache import rope_store_kv
     rows = []
     for name, (H, Hkv, D) in HEADS.items():
         positions, q, k, v, table, caches, slots = inputs(1, H, Hkv, D)
         slots[0] = 7
-        unfused = lambda: triton_store_kv(*caches, rotary_embedding(positions, q, k, table)[1], v, slots)
-        fused = lambda: rope_store_kv(positions, q, k, v, table, *caches, slots)
+        w = torch.ones(D, device=DEVICE, dtype=torch.bfloat16)
+        norm = name == "Qwen3-0.6B"                                     # QK-norm: 4 kernels -> 1
+        qn = (lambda: (rms_norm(q, w, 1e-6), rms_norm(k, w, 1e-6))) if norm else (lambda: (q, k))
+        unfused = lambda: triton_store_kv(*caches, rotary_embedding(positions, *qn(), table)[1], v, slots)
+        fused = lambda: rope_store_kv(positions, q, k, v, table, *caches, slots, (w, w, 1e-6) if norm else None)
         # 24 layers' worth in one graph
         us = [graphed_us([fn] * 24, eager=DEVICE != "cuda") for fn in (unfused, fused)]
-        rows.append({"check": "rope+store us (T=1)", "shape": name, "unfused_us": us[0], "fused_us": us[1],
-                     "saved_us": us[0] - us[1]})
+        rows.append({"check": "(norm+)rope+store us, T=1", "shape": name, "qk_norm": norm,
+                     "unfused_us": us[0], "fused_us": us[1], "saved_us": us[0] - us[1]})
     return rows
 
 
