@@ -10,8 +10,8 @@ every K/V byte read is a distinct byte. The time is the GPU's (CUDA events, medi
 host work per step (scheduling, sampling, detokenizing) is not in it. roofline ms = (weight bytes + B * ctx * K/V
 bytes per token) / the device-to-device copy bandwidth measured in the same run (bytes read + written per second,
 as decode_latency.py's floor). Combinations whose K/V does not fit the cache the engine could allocate are skipped.
---compare-fused times the Qwen2.5-0.5B batch-1 step at context 1k with chapter 21b's fused RoPE + K/V write on and
-off in the same run (graph replay, and whole engine steps through `generate`).
+--compare-fused times the Qwen2.5-0.5B and Qwen3-0.6B batch-1 steps at context 1k with chapter 21b's fused
+(QK-norm +) RoPE + K/V write on and off in the same run (graph replay, and whole engine steps through `generate`).
 """
 import argparse
 import json
@@ -165,7 +165,8 @@ def main() -> None:
     for shape in a.shapes:
         res["rows"] += sweep(shape, device, a.batches, a.contexts, bw)
     if a.compare_fused:                               # smoke: the tiny shape under the Triton interpreter
-        res["compare_fused"] = compare_fused(device, *(("tiny", 64) if a.smoke else ()))
+        res["compare_fused"] = (compare_fused(device, "tiny", 64) if a.smoke else
+                                compare_fused(device) + compare_fused(device, "Qwen3-0.6B"))
     name = "decode_sweep" + ("_smoke" if a.smoke else "")
     gpu = res["env"]["gpu"].lower().replace("nvidia ", "nvidia-").replace(" ", "-")
     path = out_dir(a.out) / f"{'cpu-2core' if gpu == 'cpu' else gpu}_{name}_{res['env']['date']}.json"
