@@ -190,6 +190,7 @@ class Attention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale, self.sliding_window, self.backend = scale, sliding_window, backend
         self.store = store_kv_pair                          # a kernel set may bring one fused write
+        self.rope_store = None                # RoPE + this write in one kernel: chapter 21b
         self.kv_cache: dict[str, torch.Tensor] | None = None          # bound by the runner
         self.kv_group = self.kv_streams()["k"].group
 
@@ -209,6 +210,22 @@ class Attention(nn.Module):
         self.store(self.kv_cache["k"], self.kv_cache["v"], k, v, md.slot_mapping)
         return self.backend(q, self.kv_cache["k"], self.kv_cache["v"], md, self.scale,
                             self.sliding_window)
+
+    def rope_forward(self, positions, q, k, v, rope: nn.Module, md: AttentionMetadata,
+                     qk_norm: tuple | None = None):
+        """`forward` of q, k normed by `qk_norm` = (q_norm, k_norm) if given, then rotated by
+        `rope`; one kernel if `rope_store` is set (21b)."""
+        if self.rope_store is None:
+            if qk_norm is not None:
+                q, k = qk_norm[0](q), qk_norm[1](k)
+            return self(*rope(positions, q, k), v, md)
+        if self.kv_cache is None:
+            raise RuntimeError("Attention.kv_cache is not bound: the model runner allocates and "
+                               "binds it")
+        md = md.view(self.kv_group)
+        k_cache, v_cache = self.kv_cache["k"], self.kv_cache["v"]
+        q = self.rope_store(positions, q, k, v, rope, k_cache, v_cache, md.slot_mapping, qk_norm)
+        return self.backend(q, k_cache, v_cache, md, self.scale, self.sliding_window)
 
 # %% ../../nbs/11_attention.ipynb #10b864b0
 def bind_kv_cache(model: nn.Module, num_blocks: int | dict[str, int], block_size: int,

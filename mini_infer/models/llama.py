@@ -69,10 +69,8 @@ class LlamaAttention(nn.Module):
         q = q.view(T, self.num_heads, self.head_dim)                    # [T, H, D]
         k = k.view(T, self.num_kv_heads, self.head_dim)                 # [T, Hkv, D]
         v = v.view(T, self.num_kv_heads, self.head_dim)                 # [T, Hkv, D]
-        if hasattr(self, "q_norm"):                                     # Qwen3 QK-norm, before RoPE
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary_emb(positions, q, k)
-        o = self.attn(q, k, v, md)                                            # [T, H, D]
+        qk_norm = (self.q_norm, self.k_norm) if hasattr(self, "q_norm") else None     # Qwen3
+        o = self.attn.rope_forward(positions, q, k, v, self.rotary_emb, md, qk_norm)  # [T, H, D]
         return self.o_proj(o.reshape(T, self.num_heads * self.head_dim))
 
     def merge_projections(self) -> None:
