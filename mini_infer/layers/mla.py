@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['MLA_ABSORB_MODES', 'MLARotaryEmbedding', 'mla_softmax_scale', 'mla_naive_attention', 'mla_absorbed_attention',
-           'mla_attention', 'MLA', 'mla_rope_style', 'mla_from_config']
+           'mla_absorbed_decode', 'mla_attention', 'MLA', 'mla_rope_style', 'mla_from_config']
 
 # %% ../../nbs/31_mla.ipynb #5f46c064
 import math
@@ -134,6 +134,30 @@ def mla_absorbed_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch
     return torch.matmul(o_c, w_uv.transpose(1, 2)).transpose(0, 1)  # [n, H, Dv]: W^UV o
 
 # %% ../../nbs/31_mla.ipynb #3cb3743c
+def mla_absorbed_decode(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: dict[str, torch.Tensor],
+                        md: AttentionMetadata, w_kv_b: torch.Tensor, v_head_dim: int,
+                        scale: float) -> torch.Tensor:
+    """One new row per sequence, q_nope [B, H, Dn], q_pe [B, H, Dr] -> [B, H, Dv]: the absorbed form
+    batched [deepseekai2024v2, Sec. 2.1.2]."""
+    B, H, Dn = q_nope.shape
+    R = kv_cache["kv_latent"].shape[-1]
+    num_blocks = -(-max(md.seq_lens_cpu, default=1) // md.block_size)
+    tables = md.block_tables[:, :num_blocks]                                   # [B, nb]
+    c_kv = kv_cache["kv_latent"][tables].flatten(1, 2)                         # [B, L, R]
+    k = torch.cat((c_kv, kv_cache["k_rope"][tables].flatten(1, 2)), dim=-1)    # [B, L, R+Dr]
+    w = w_kv_b.view(H, Dn + v_head_dim, R)
+    w_uk, w_uv = w[:, :Dn], w[:, Dn:]                                      # [H, Dn, R], [H, Dv, R]
+    q_c = torch.matmul(q_nope.transpose(0, 1), w_uk).transpose(0, 1)       # [B, H, R]: W^UK^T q^C
+    q = torch.cat((q_c, q_pe), dim=-1)                                     # [B, H, R+Dr]
+    scores = torch.matmul(q, k.transpose(1, 2)) * scale                    # [B, H, L]
+    is_pad = (torch.arange(k.shape[1], device=k.device)[None]
+              >= md.seq_lens[:, None])                                     # [B, L]
+    scores = scores.masked_fill(is_pad[:, None], float("-inf"))
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    o_c = torch.matmul(probs, c_kv)                                        # [B, H, R]
+    return torch.matmul(o_c.transpose(0, 1), w_uv.transpose(1, 2)).transpose(0, 1)   # [B, H, Dv]
+
+# %% ../../nbs/31_mla.ipynb #9c8fa4cc
 MLA_ABSORB_MODES = ("decode", "never", "always")
 
 
@@ -145,6 +169,8 @@ def mla_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: dict[str, 
     H, Dv] [deepseekai2024v2]."""
     if absorb not in MLA_ABSORB_MODES:
         raise ValueError(f"unknown absorb mode {absorb!r}; known: {', '.join(MLA_ABSORB_MODES)}")
+    if absorb != "never" and md.cu_seqlens_q_cpu == list(range(md.num_seqs + 1)):   # all decode
+        return mla_absorbed_decode(q_nope, q_pe, kv_cache, md, w_kv_b, v_head_dim, scale)
     out = q_nope.new_empty(q_nope.shape[0], q_nope.shape[1], v_head_dim)
     for b in range(md.num_seqs):
         start, end, length = md.cu_seqlens_q_cpu[b], md.cu_seqlens_q_cpu[b + 1], md.seq_lens_cpu[b]

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['TopKRouter', 'limit_to_groups', 'GroupedTopKRouter', 'expert_packed_mapping', 'ExpertLinear', 'sort_by_expert',
            'can_group_gemm', 'grouped_linear', 'combine_in_expert_order', 'Experts', 'SparseMoeBlock',
-           'build_moe_block', 'is_moe_layer']
+           'experts_are_graph_safe', 'build_moe_block', 'is_moe_layer']
 
 # %% ../../nbs/30_moe.ipynb #093af403
 import torch
@@ -304,6 +304,11 @@ class SparseMoeBlock(nn.Module):
         if hasattr(self, "shared_experts"):
             out = out + self.shared_experts(hidden)
         return out
+
+# %% ../../nbs/30_moe.ipynb #79437c5c
+def experts_are_graph_safe(model: nn.Module) -> bool:
+    "Whether every `Experts` in `model` runs without a host synchronisation (so 24a may capture it)."
+    return all(m.is_graph_safe for m in model.modules() if isinstance(m, Experts))
 
 # %% ../../nbs/30_moe.ipynb #d8e972b1
 _MOE_DEFAULTS = {  # transformers' config defaults for the MoE keys a config.json may omit
