@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import print_table, save_run, setup  # noqa: E402
+from common import cpu_share, noise_line, print_table, save_run, setup  # noqa: E402
 
 CONFIG = dict(num_hidden_layers=4, hidden_size=256, intermediate_size=512, num_attention_heads=8,
               num_key_value_heads=8, vocab_size=4096, max_position_embeddings=1024, q_lora_rank=96, kv_lora_rank=64,
@@ -48,11 +48,12 @@ def main() -> None:
     run = {"env": env, "config": CONFIG, "num_requests": NUM_REQUESTS, "prompt_len": PROMPT_LEN,
            "output_len": OUTPUT_LEN, "mini_infer_s": ours_s, "hf_s": hf_s, "mini_infer_tok_s": total / ours_s,
            "hf_tok_s": total / hf_s, "ratio": hf_s / ours_s, "identical_outputs": same,
-           "hf_experts_implementation": getattr(hf.config, "_experts_implementation", "default")}
+           "hf_experts_implementation": getattr(hf.config, "_experts_implementation", "default"), **cpu_share()}
     print(env)
     print_table(["engine", "seconds", "output tok/s"], [["mini_infer", ours_s, total / ours_s],
                                                         ["transformers generate", hf_s, total / hf_s]])
     print(f"ratio {hf_s / ours_s:.2f}x; {same}/{NUM_REQUESTS} greedy outputs identical to transformers")
+    print(noise_line(run))
     print("wrote", save_run("deepseek_moe", run))
 
 
