@@ -1,7 +1,7 @@
 """MoE decode on the GPU: the expert loop (one host sync per layer, eager) against the grouped GEMM path eager and
 captured in CUDA graphs, and transformers `generate` (its default `grouped_mm` experts) in the same run.
 
-    python benchmarks/gpu/moe_decode.py [--shapes Mixtral-8x7B-4L Qwen3-30B-A3B-8L] [--batch 1 16] [--steps 65]
+    python benchmarks/gpu/moe_decode.py [--shapes Mixtral-8x7B-4L Qwen3-30B-A3B-8L] [--batch 1 16] [--steps 33]
 
 Synthetic bf16 weights (load_format="dummy"; HF gets its own random weights: speed does not depend on values), the
 real models' layer shapes with fewer layers so that one H100 holds them. Also checks, per shape, one MoE block's
@@ -43,11 +43,11 @@ def experts_of(model) -> list:
 
 
 @torch.no_grad()
-def block_check(model) -> dict:
+def block_check(model, device: str) -> dict:
     "One MoE block on 64 random tokens: grouped GEMM against the loop (bf16), max |diff| and the output's max |y|."
     from mini_infer.layers.moe import SparseMoeBlock
     blk = next(m for m in model.modules() if isinstance(m, SparseMoeBlock))
-    x = torch.randn(64, blk.gate.weight.shape[1], device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(64, blk.gate.weight.shape[1], device=device, dtype=torch.bfloat16)
     blk.experts.grouped = False
     loop = blk(x).float()
     blk.experts.grouped = None
@@ -61,28 +61,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", nargs="+", default=list(SHAPES))
     ap.add_argument("--batch", nargs="+", type=int, default=[1, 16])
-    ap.add_argument("--steps", type=int, default=65)
+    ap.add_argument("--steps", type=int, default=33)
+    ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     res = {"env": env(), "steps": a.steps, "rows": []}
     greedy = lambda n: SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)
     for shape in a.shapes:
         path = config_dir(shape)
-        kw = dict(dtype="bfloat16", device="cuda", load_format="dummy", max_model_len=1024,
+        kw = dict(dtype="bfloat16", device=a.device, load_format="dummy", max_model_len=1024,
                   max_num_seqs=max(a.batch), num_kv_blocks=512)
         eager = LLM(path, enforce_eager=True, **kw)
-        check = block_check(eager.model)
-        prompts = {b: [list(range(1000 + 17 * i, 1016 + 17 * i)) for i in range(b)] for b in a.batch}
+        check = block_check(eager.model, a.device)
+        V = SHAPES[shape]["vocab_size"]
+        prompts = {b: [[(1000 + 17 * i + j) % V for j in range(16)] for i in range(b)] for b in a.batch}
         ms = {}
         for b in a.batch:
             gen = lambda n: eager.generate(prompts[b], greedy(n))
             for e in experts_of(eager.model):
                 e.grouped = False
-            ms[("loop", b)] = ms_per_step(gen, a.steps)
+            ms[("loop", b)] = ms_per_step(gen, a.steps, repeats=3)
             loop_tokens = [o.outputs[0].token_ids for o in eager.generate(prompts[b], greedy(32))]
             for e in experts_of(eager.model):
                 e.grouped = None
-            ms[("grouped", b)] = ms_per_step(gen, a.steps)
+            ms[("grouped", b)] = ms_per_step(gen, a.steps, repeats=3)
             ms[("tokens", b)] = loop_tokens
         del eager
         free_cuda()
@@ -90,22 +92,22 @@ def main() -> None:
         runner = graphed.engine.runner
         num_graphs = len(getattr(runner, "graphs", {}) or {})
         for b in a.batch:
-            ms[("graphs", b)] = ms_per_step(lambda n: graphed.generate(prompts[b], greedy(n)), a.steps)
+            ms[("graphs", b)] = ms_per_step(lambda n: graphed.generate(prompts[b], greedy(n)), a.steps, repeats=3)
             got = [o.outputs[0].token_ids for o in graphed.generate(prompts[b], greedy(32))]
             ms[("same", b)] = sum(x == y for x, y in zip(got, ms[("tokens", b)]))
         del graphed, runner
         free_cuda()
         d = dict(SHAPES[shape])
         cfg = AutoConfig.for_model(d.pop("model_type"), **{k: v for k, v in d.items() if k != "torch_dtype"})
-        with torch.device("cuda"):
+        with torch.device(a.device):
             hf = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
         for b in a.batch:
-            x = torch.tensor(prompts[b], device="cuda")
+            x = torch.tensor(prompts[b], device=a.device)
             def hf_gen(n):
                 with torch.no_grad():
                     hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n,
                                 min_new_tokens=n, pad_token_id=0)
-            hf_ms = ms_per_step(hf_gen, a.steps)
+            hf_ms = ms_per_step(hf_gen, a.steps, repeats=3)
             row = {"shape": shape, "batch": b, "loop_eager_ms": ms[("loop", b)], "grouped_eager_ms": ms[("grouped", b)],
                    "grouped_graphs_ms": ms[("graphs", b)], "num_graphs": num_graphs, "hf_ms": hf_ms,
                    "hf_experts_implementation": getattr(hf.config, "_experts_implementation", None),
