@@ -165,10 +165,10 @@ def decode_rows_metadata(md: AttentionMetadata, seq_ids: list[int]) -> Attention
         raise ValueError(f"sequences {seq_ids} do not all have exactly one new token")
     idx = torch.tensor(seq_ids, device=md.seq_lens.device)                          # [B']
     rows = torch.tensor([cu[b] for b in seq_ids], device=md.slot_mapping.device)    # [B']
-    n = len(seq_ids)
+    n, lens = len(seq_ids), [md.seq_lens_cpu[b] for b in seq_ids]
     return AttentionMetadata(torch.arange(n + 1, dtype=torch.int32, device=idx.device),
                              md.seq_lens[idx], md.slot_mapping[rows], md.block_tables[idx],
-                             md.block_size, list(range(n + 1)), [md.seq_lens_cpu[b] for b in seq_ids])
+                             md.block_size, list(range(n + 1)), lens)
 
 # %% ../../nbs/31_mla.ipynb #3023fad2
 MLA_ABSORB_MODES = ("decode", "never", "always")
