@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['MLA_ABSORB_MODES', 'MLARotaryEmbedding', 'mla_softmax_scale', 'mla_naive_attention', 'mla_absorbed_attention',
-           'mla_attention', 'MLA', 'mla_rope_style', 'mla_from_config']
+           'mla_absorbed_decode', 'decode_rows_metadata', 'mla_attention', 'MLA', 'mla_rope_style', 'mla_from_config']
 
 # %% ../../nbs/31_mla.ipynb #5f46c064
 import math
@@ -134,6 +134,43 @@ def mla_absorbed_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, c_kv: torch
     return torch.matmul(o_c, w_uv.transpose(1, 2)).transpose(0, 1)  # [n, H, Dv]: W^UV o
 
 # %% ../../nbs/31_mla.ipynb #3cb3743c
+def mla_absorbed_decode(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: dict[str, torch.Tensor],
+                        md: AttentionMetadata, w_kv_b: torch.Tensor, v_head_dim: int,
+                        scale: float) -> torch.Tensor:
+    """One new row per sequence, q_nope [B, H, Dn], q_pe [B, H, Dr] -> [B, H, Dv]: the absorbed form
+    batched [deepseekai2024v2, Sec. 2.1.2]."""
+    B, H, Dn = q_nope.shape
+    R = kv_cache["kv_latent"].shape[-1]
+    num_blocks = -(-max(md.seq_lens_cpu, default=1) // md.block_size)
+    tables = md.block_tables[:, :num_blocks]                                   # [B, nb]
+    c_kv = kv_cache["kv_latent"][tables].flatten(1, 2)                         # [B, L, R]
+    k = torch.cat((c_kv, kv_cache["k_rope"][tables].flatten(1, 2)), dim=-1)    # [B, L, R+Dr]
+    w = w_kv_b.view(H, Dn + v_head_dim, R)
+    w_uk, w_uv = w[:, :Dn], w[:, Dn:]                                      # [H, Dn, R], [H, Dv, R]
+    q_c = torch.matmul(q_nope.transpose(0, 1), w_uk).transpose(0, 1)       # [B, H, R]: W^UK^T q^C
+    q = torch.cat((q_c, q_pe), dim=-1)                                     # [B, H, R+Dr]
+    scores = torch.matmul(q, k.transpose(1, 2)) * scale                    # [B, H, L]
+    is_pad = (torch.arange(k.shape[1], device=k.device)[None]
+              >= md.seq_lens[:, None])                                     # [B, L]
+    scores = scores.masked_fill(is_pad[:, None], float("-inf"))
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    o_c = torch.matmul(probs, c_kv)                                        # [B, H, R]
+    return torch.matmul(o_c.transpose(0, 1), w_uv.transpose(1, 2)).transpose(0, 1)   # [B, H, Dv]
+
+# %% ../../nbs/31_mla.ipynb #9c8fa4cc
+def decode_rows_metadata(md: AttentionMetadata, seq_ids: list[int]) -> AttentionMetadata:
+    "The metadata of sequences `seq_ids` of `md`, each with one new token (its decode row)."
+    cu = md.cu_seqlens_q_cpu
+    if any(cu[b + 1] - cu[b] != 1 for b in seq_ids):
+        raise ValueError(f"sequences {seq_ids} do not all have exactly one new token")
+    idx = torch.tensor(seq_ids, device=md.seq_lens.device)                          # [B']
+    rows = torch.tensor([cu[b] for b in seq_ids], device=md.slot_mapping.device)    # [B']
+    n, lens = len(seq_ids), [md.seq_lens_cpu[b] for b in seq_ids]
+    return AttentionMetadata(torch.arange(n + 1, dtype=torch.int32, device=idx.device),
+                             md.seq_lens[idx], md.slot_mapping[rows], md.block_tables[idx],
+                             md.block_size, list(range(n + 1)), lens)
+
+# %% ../../nbs/31_mla.ipynb #3023fad2
 MLA_ABSORB_MODES = ("decode", "never", "always")
 
 
@@ -145,15 +182,24 @@ def mla_attention(q_nope: torch.Tensor, q_pe: torch.Tensor, kv_cache: dict[str, 
     H, Dv] [deepseekai2024v2]."""
     if absorb not in MLA_ABSORB_MODES:
         raise ValueError(f"unknown absorb mode {absorb!r}; known: {', '.join(MLA_ABSORB_MODES)}")
+    cu, args = md.cu_seqlens_q_cpu, (w_kv_b, v_head_dim, scale)
+    decode = ([b for b in range(md.num_seqs) if cu[b + 1] - cu[b] == 1]
+              if absorb != "never" else [])                         # sequences with one new row
+    if decode and len(decode) == md.num_seqs:
+        return mla_absorbed_decode(q_nope, q_pe, kv_cache, md, *args)
     out = q_nope.new_empty(q_nope.shape[0], q_nope.shape[1], v_head_dim)
+    if decode:                                                          # mixed: decode rows at once
+        rows = torch.tensor([cu[b] for b in decode], device=q_nope.device)
+        out[rows] = mla_absorbed_decode(q_nope[rows], q_pe[rows], kv_cache,
+                                        decode_rows_metadata(md, decode), *args)
     for b in range(md.num_seqs):
-        start, end, length = md.cu_seqlens_q_cpu[b], md.cu_seqlens_q_cpu[b + 1], md.seq_lens_cpu[b]
+        start, end, length = cu[b], cu[b + 1], md.seq_lens_cpu[b]
+        if absorb != "never" and end - start == 1:
+            continue                                                    # done above
         c_kv = gather_paged(kv_cache["kv_latent"], md, b, length)                   # [L, R]
         k_pe = gather_paged(kv_cache["k_rope"], md, b, length)                      # [L, Dr]
-        absorbed = absorb == "always" or (absorb == "decode" and end - start == 1)
-        form = mla_absorbed_attention if absorbed else mla_naive_attention
-        out[start:end] = form(q_nope[start:end], q_pe[start:end], c_kv, k_pe, w_kv_b, v_head_dim,
-                              scale)
+        form = mla_absorbed_attention if absorb == "always" else mla_naive_attention
+        out[start:end] = form(q_nope[start:end], q_pe[start:end], c_kv, k_pe, *args)
     return out
 
 # %% ../../nbs/31_mla.ipynb #1d92e447

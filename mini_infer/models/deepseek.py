@@ -49,7 +49,7 @@ class DeepseekV2ForCausalLM(CausalLM):
     """DeepSeek-V2/V3, Kimi-K2: MLA and dense or DeepSeekMoE FFNs on the skeleton (Eq. 20)
     [deepseekai2024v2]."""
 
-    supports_cuda_graphs = False
+    supports_cuda_graphs = False          # see above: MLA's padded decode gather
 
     def __init__(self, config: ModelConfig, tp_rank: int = 0, tp_size: int = 1, tp_group=None):
         super().__init__(config, tp_rank, tp_size, tp_group)

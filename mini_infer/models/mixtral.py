@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..layers.moe import build_moe_block, expert_packed_mapping
+from ..layers.moe import build_moe_block, expert_packed_mapping, experts_are_graph_safe
 from .llama import CausalLM, DecoderLayer, LlamaAttention, register_model
 
 # %% ../../nbs/33_mixtral.ipynb #47499ce2
@@ -19,12 +19,15 @@ class MixtralForCausalLM(CausalLM):
     """Mixtral: Mistral's attention and a sparse top-k MoE block on the skeleton [jiang2024mixtral,
     Sec. 2]."""
 
-    supports_cuda_graphs = False
-
     def __init__(self, config: ModelConfig, tp_rank: int = 0, tp_size: int = 1, tp_group=None):
         super().__init__(config, tp_rank, tp_size, tp_group)
         num_experts = self.model.layers[0].block_sparse_moe.experts.num_experts
         self.packed_modules_mapping = expert_packed_mapping(num_experts)
+
+    @property
+    def supports_cuda_graphs(self) -> bool:
+        "A captured decode step needs every MoE layer on the grouped GEMM path (chapter 30)."
+        return experts_are_graph_safe(self)
 
     def make_layer(self, config: ModelConfig, layer_idx: int, rope, tp: dict) -> nn.Module:
         attn = LlamaAttention(config, layer_idx, rope, **tp)

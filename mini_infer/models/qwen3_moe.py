@@ -11,7 +11,8 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..layers.basic import MLP
-from ..layers.moe import Experts, SparseMoeBlock, TopKRouter, expert_packed_mapping
+from ..layers.moe import (Experts, SparseMoeBlock, TopKRouter, expert_packed_mapping,
+                                  experts_are_graph_safe)
 from .llama import CausalLM, DecoderLayer, LlamaAttention, register_model
 
 # %% ../../nbs/39_porting.ipynb #ceb6d7e1
@@ -52,11 +53,14 @@ class Qwen3MoeForCausalLM(CausalLM):
     """Qwen3's attention with top-K softmax experts on the layers the config makes sparse
     [yang2025qwen3, Sec. 2]."""
 
-    supports_cuda_graphs = False             # the expert loop reads counts on the host (chapter 30)
-
     def __init__(self, config: ModelConfig, tp_rank: int = 0, tp_size: int = 1, tp_group=None):
         super().__init__(config, tp_rank, tp_size, tp_group)
         self.packed_modules_mapping = expert_packed_mapping(moe_options(config)["num_experts"])
+
+    @property
+    def supports_cuda_graphs(self) -> bool:
+        "A captured decode step needs every MoE layer on the grouped GEMM path (chapter 30)."
+        return experts_are_graph_safe(self)
 
     def make_layer(self, config: ModelConfig, layer_idx: int, rope, tp: dict) -> nn.Module:
         attn = LlamaAttention(config, layer_idx, rope, tp["tp_rank"], tp["tp_size"])
