@@ -198,6 +198,7 @@ class SpeculativeEngine(LLMEngine):
     """LLMEngine whose decodes verify proposed tokens in the step's one packed forward
     [leviathan2023fast]."""
 
+    acceptance_rule = staticmethod(verify_drafts)      # (drafts kept, next token's distribution)
     extra_metrics = {"spec_decode_num_drafts": ("counter", "sequences whose drafts were verified"),
                      "spec_decode_num_draft_tokens": ("counter", "draft tokens verified"),
                      "spec_decode_num_accepted_tokens": ("counter", "draft tokens accepted"),
@@ -345,7 +346,7 @@ def accept(self: SpeculativeEngine, logits: torch.Tensor, seqs: list[Sequence],
         else:
             g = seq.row.generator or self.sampler.generator
             u = torch.rand(k, generator=g, device=logits.device)
-            a, dist = verify_drafts(probs[r:r + k + 1], d, drafts[seq.seq_id].probs if k else None,
+            a, dist = self.acceptance_rule(probs[r:r + k + 1], d, drafts[seq.seq_id].probs if k else None,
                                     u)
             toks = d[:a] + [None]
             draws.append((i, dist, seq.row.generator))
