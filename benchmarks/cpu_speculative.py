@@ -11,7 +11,8 @@ import contextlib
 import io
 import time
 
-from common import cpu_share, noise_line, print_table, save_run, setup
+import torch
+from common import NUM_THREADS, cpu_share, noise_line, print_table, save_run, setup
 from mini_infer import LLM, SamplingParams
 
 PASSAGE = ("The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "
@@ -55,12 +56,16 @@ def figures(ids: list, dt: float, d: dict) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--prompts", type=int, default=2, help="prompts per task (cycled), served in one batch")
-    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--prompts", type=int, default=1, help="prompts per task (cycled), served in one batch")
+    p.add_argument("--tokens", type=int, default=48)
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--layers", type=int, default=8, help="layer_skip draft depth (of 30)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: common.py's 2)")
     a = p.parse_args()
     env = setup()
+    if a.threads:                       # on a crowded machine 2 spinning threads can stall each other
+        torch.set_num_threads(a.threads)
+        env = env.replace(f"threads {NUM_THREADS}", f"threads {a.threads}")
     sp = SamplingParams(temperature=0, max_tokens=a.tokens, ignore_eos=True)
     convs = {t: [[{"role": "user", "content": m[i % len(m)]}] for i in range(a.prompts)] for t, m in TASKS.items()}
     results, base = {}, {}

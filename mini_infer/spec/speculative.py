@@ -346,8 +346,8 @@ def accept(self: SpeculativeEngine, logits: torch.Tensor, seqs: list[Sequence],
         else:
             g = seq.row.generator or self.sampler.generator
             u = torch.rand(k, generator=g, device=logits.device)
-            a, dist = self.acceptance_rule(probs[r:r + k + 1], d, drafts[seq.seq_id].probs if k else None,
-                                    u)
+            q = drafts[seq.seq_id].probs if k else None
+            a, dist = self.acceptance_rule(probs[r:r + k + 1], d, q, u)
             toks = d[:a] + [None]
             draws.append((i, dist, seq.row.generator))
         tokens.append(toks), accepted.append(a)
