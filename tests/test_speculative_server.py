@@ -1,6 +1,6 @@
 """Speculative decoding through `mini-infer serve --speculative-config`, driven by the official `openai` client:
 greedy text and the target's logprobs as without speculation, n > 1 with a seed, stop strings, streaming, and the
-`mini_infer:spec_decode_*` figures in /metrics. A tiny random Llama with SmolLM2's tokenizer keeps it fast."""
+`mini_infer:spec_decode_*` figures in /metrics and the request's own in `usage` (--return-request-metrics). A tiny random Llama with SmolLM2's tokenizer keeps it fast."""
 import json
 
 import httpx
@@ -16,7 +16,7 @@ PROMPT = [504, 3575, 282, 4649, 314] * 6                 # a repeated phrase: pr
 @pytest.fixture(scope="module")
 def server(tiny_model, serve_logs):
     s = Server(str(tiny_model), "--served-model-name", "tiny", "--api-key", API_KEY,
-               "--speculative-config", json.dumps(SPEC), log_dir=serve_logs)
+               "--speculative-config", json.dumps(SPEC), "--return-request-metrics", log_dir=serve_logs)
     yield s
     s.stop()
 
@@ -46,6 +46,11 @@ def test_greedy_text_and_target_logprobs_as_without_speculation(client, referenc
     got, want = c.logprobs.token_logprobs, [lp.logprob for lp in reference.logprobs]
     assert len(got) == 24 and max(abs(a - b) for a, b in zip(got, want)) < 1e-4   # verify chunk vs decode
     assert all(len(t) == 2 for t in c.logprobs.top_logprobs)
+    u = r.usage.model_extra                           # --return-request-metrics: this request's figures
+    assert u["spec_num_draft_tokens"] >= u["spec_num_verifications"] > 0 and u["spec_proposer_seconds"] > 0
+    assert u["spec_acceptance_rate"] == pytest.approx(u["spec_num_accepted_tokens"] / u["spec_num_draft_tokens"])
+    assert u["spec_mean_accepted_length"] == pytest.approx(1 + u["spec_num_accepted_tokens"]
+                                                           / u["spec_num_verifications"])
     chunks = list(client.completions.create(model="tiny", prompt=PROMPT, max_tokens=24, temperature=0,
                                             stream=True))
     assert "".join(ch.choices[0].text for ch in chunks if ch.choices) == reference.text
