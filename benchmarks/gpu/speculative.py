@@ -8,6 +8,8 @@ Workloads (greedy, ignore_eos, bf16, batch 1 and batch 32, prompts cycled):
     verification overhead (K draft forwards plus a K+1-token verification per emitted token). The script also
     prints what acceptance alpha would give with that measured step cost: tokens per verification
     (1 - alpha^(K+1)) / (1 - alpha) [leviathan2023fast, Eq. 1] times (step time without / with speculation).
+"none eager" is no speculation without CUDA graphs: the speculative engine's verification forward runs eagerly
+(chapter 50 calls the model itself, not chapter 24a's graphed decode), so part of its overhead is the graphs lost.
 
     python benchmarks/gpu/speculative.py [--tokens 128] [--k 3] [--batches 1,32] [--out DIR]   # the H200 image
     python benchmarks/gpu/speculative.py --smoke [--out DIR]      # CPU, tiny random shapes, fp32 (CI checks it runs)
@@ -106,10 +108,10 @@ def workloads(a) -> dict:
         smol = (str(bundled_model_path()), dict(dev, max_model_len=2048, gpu_memory_utilization=0.3))
     big = dict(dev, load_format="dummy", max_model_len=512 if a.smoke else 2048,
                **({} if a.smoke else {"gpu_memory_utilization": 0.4}))
-    return {"smollm2": (smol[0], {"none": None, f"ngram K={k}": {"method": "ngram", "num_speculative_tokens": k},
+    return {"smollm2": (smol[0], {"none": None, "none eager": None, f"ngram K={k}": {"method": "ngram", "num_speculative_tokens": k},
                                   f"layer_skip 8 K={k}": {"method": "layer_skip", "num_layers": 8 if not a.smoke
                                                           else 2, "num_speculative_tokens": k}}, smol[1]),
-            "7b": (target, {"none": None, f"draft_model 0.5B K={k}": {"method": "draft_model", "model": draft,
+            "7b": (target, {"none": None, "none eager": None, f"draft_model 0.5B K={k}": {"method": "draft_model", "model": draft,
                                                                        "num_speculative_tokens": k},
                             f"ngram K={k}": {"method": "ngram", "num_speculative_tokens": k}}, big)}
 
@@ -139,7 +141,8 @@ def main() -> None:
         base = {}
         for name, spec in settings.items():
             with contextlib.redirect_stderr(io.StringIO()):
-                llm = LLM(model, speculative_config=spec, max_num_seqs=64, **opts)
+                llm = LLM(model, speculative_config=spec, max_num_seqs=64, enforce_eager=name == "none eager",
+                          **opts)
             tasks = ("rewrite", "chat") if work == "smollm2" else ("random",)
             for task in tasks:
                 for batch in batches:
