@@ -5,10 +5,11 @@
 # %% auto #0
 __all__ = ['PLUGIN_PACKAGES', 'KERNELS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'MODEL_PASSES', 'SPECULATIVE_METHODS', 'ENGINES',
            'EXECUTORS', 'DTYPES', 'import_plugins', 'Registry', 'KernelSet', 'ModelPass', 'register_pass',
-           'resolve_dtype', 'resolve_device', 'check_option', 'option', 'EngineConfig', 'check_fields',
+           'resolve_dtype', 'resolve_device', 'check_option', 'json_flag', 'option', 'EngineConfig', 'check_fields',
            'check_registered']
 
 # %% ../nbs/01a_engine_config.ipynb #579f5f4a
+import argparse
 import importlib
 import json
 import logging
@@ -174,6 +175,14 @@ def check_option(name: str, value, ok: bool, rule: str) -> None:
     if not ok:
         raise ValueError(f"{name} must be {rule}, got {value!r}")
 
+# %% ../nbs/01a_engine_config.ipynb #f4a37d42
+def json_flag(text: str):
+    "A command-line flag's JSON value; argparse's error names the JSON problem."
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e}): {text}") from None
+
 # %% ../nbs/01a_engine_config.ipynb #f369ba5a
 def option(default, help: str, **metadata):
     "A dataclass field with its help text (read by the CLI)."
@@ -219,7 +228,7 @@ class EngineConfig:
                                              "\"ngram\" | "
                                              "\"layer_skip\" | \"draft_model\", "
                                              "\"num_speculative_tokens\": K, "
-                                             "...} (chapter 50)", type=json.loads)
+                                             "...} (chapter 50)", type=json_flag)
     tensor_parallel_size: int = option(1,
                                        "ranks (GPUs, or CPU processes) to shard the model over "
                                        "(chapter 60)")
@@ -234,7 +243,7 @@ class EngineConfig:
     kv_transfer_config: dict | None = option(None,
                                              "prefill/decode disaggregation, as JSON: "
                                              "{\"kv_role\": \"kv_consumer\"} starts a prefill "
-                                             "process (chapter 61)", type=json.loads)
+                                             "process (chapter 61)", type=json_flag)
     seed: int = option(0, "the engine's sampling seed (requests without a seed draw from it)")
     async_scheduling: bool = option(False,
                                     "prepare step n+1 while the device runs step n (chapter 25b)")

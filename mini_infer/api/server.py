@@ -336,7 +336,12 @@ class RequestTrace:
     def summary(self) -> dict | None:
         "`request_metrics` over the samples finished so far, in prompt and sample order."
         records = [self.records[k] for k in sorted(self.records)]
-        return request_metrics(records, self.block_bytes) if records else None
+        if not records:
+            return None
+        figures = request_metrics(records, self.block_bytes)
+        for cls in dict.fromkeys(type(r) for r in records):  # a record subclass's own (ch. 50)
+            figures |= cls.request_figures(records) if hasattr(cls, "request_figures") else {}
+        return figures
 
     def usage(self) -> dict:
         u = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['SpeculativeConfig', 'Proposal', 'Proposer', 'ngram_lookup', 'NgramProposer', 'max_drafts', 'SpeculativeScheduler',
            'rollback_slots', 'residual_probs', 'verify_drafts', 'Drafted', 'SpeculativeOutput', 'SpeculativeEngine',
-           'check_speculative_engine', 'draft_tokens', 'ModelProposer', 'LayerSkipProposer', 'common_prefix_len',
-           'DraftModelProposer', 'check_draft']
+           'check_speculative_engine', 'SpeculativeMetrics', 'spec_metrics', 'draft_tokens', 'ModelProposer',
+           'LayerSkipProposer', 'common_prefix_len', 'DraftModelProposer', 'check_draft']
 
 # %% ../../nbs/50_speculative.ipynb #da228c77
 import math
@@ -23,7 +23,7 @@ from ..engine.sampling import (Logprobs, SamplingRow, apply_filters, apply_penal
                                         gather_logprobs,
                                         is_plain_greedy, make_sampling_tensors, random_sample)
 from ..engine.scheduler import Scheduler, SchedulerOutput
-from ..engine.sequence import Sequence, SequenceStatus, append_token
+from ..engine.sequence import Sequence, SequenceMetrics, SequenceStatus, append_token
 from ..engine_config import ENGINES, SPECULATIVE_METHODS, check_option
 from ..layers.attention import bind_kv_cache
 from ..loader import load_model, prepare_model
@@ -198,6 +198,7 @@ class SpeculativeEngine(LLMEngine):
     """LLMEngine whose decodes verify proposed tokens in the step's one packed forward
     [leviathan2023fast]."""
 
+    acceptance_rule = staticmethod(verify_drafts)      # (drafts kept, next token's distribution)
     extra_metrics = {"spec_decode_num_drafts": ("counter", "sequences whose drafts were verified"),
                      "spec_decode_num_draft_tokens": ("counter", "draft tokens verified"),
                      "spec_decode_num_accepted_tokens": ("counter", "draft tokens accepted"),
@@ -219,8 +220,6 @@ class SpeculativeEngine(LLMEngine):
         self.proposer = SPECULATIVE_METHODS.lookup(self.spec.method)(self, self.spec)
         self.spec_counters = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0,
                               "proposer_seconds": 0.0}
-        # seq id -> [verifications, drafts, accepted]
-        self.seq_spec_stats: dict[int, list[int]] = {}
 
     def stats(self) -> dict:
         """Chapter 25's stats and the speculation counters, with acceptance rate and mean accepted
@@ -263,7 +262,10 @@ def run(self: SpeculativeEngine, plan: SchedulerOutput) -> tuple[list[Sequence],
     self.proposer.release({s.seq_id for s in self.scheduler.running})
     proposals = (self.proposer.propose(decoding, [ks[s.seq_id] for s in decoding]) if decoding
                  else [])
-    self.spec_counters["proposer_seconds"] += time.perf_counter() - t0
+    dt = time.perf_counter() - t0
+    self.spec_counters["proposer_seconds"] += dt
+    for seq in decoding:                          # each sequence's share of the batched proposal
+        spec_metrics(seq).spec_proposer_seconds += dt / len(decoding)
     drafts = {s.seq_id: p for s, p in zip(decoding, proposals)}
     plan.scheduled = [(seq, n - ks[seq.seq_id] + len(drafts[seq.seq_id].token_ids))
                       if seq.seq_id in drafts
@@ -345,8 +347,8 @@ def accept(self: SpeculativeEngine, logits: torch.Tensor, seqs: list[Sequence],
         else:
             g = seq.row.generator or self.sampler.generator
             u = torch.rand(k, generator=g, device=logits.device)
-            a, dist = verify_drafts(probs[r:r + k + 1], d, drafts[seq.seq_id].probs if k else None,
-                                    u)
+            q = drafts[seq.seq_id].probs if k else None
+            a, dist = self.acceptance_rule(probs[r:r + k + 1], d, q, u)
             toks = d[:a] + [None]
             draws.append((i, dist, seq.row.generator))
         tokens.append(toks), accepted.append(a)
@@ -424,23 +426,46 @@ def append_tokens(self: SpeculativeEngine, seq: Sequence, toks: list[int], lps: 
         if seq.is_finished:
             break
     if k > 0:
-        sc, st = self.spec_counters, self.seq_spec_stats.setdefault(seq.seq_id, [0, 0, 0])
+        sc, m = self.spec_counters, spec_metrics(seq)
         sc["num_drafts"], sc["num_draft_tokens"], sc["num_accepted_tokens"] = (
             sc["num_drafts"] + 1, sc["num_draft_tokens"] + k, sc["num_accepted_tokens"] + a)
-        st[0], st[1], st[2] = st[0] + 1, st[1] + k, st[2] + a
+        m.spec_num_verifications += 1
+        m.spec_num_draft_tokens, m.spec_num_accepted_tokens = (m.spec_num_draft_tokens + k,
+                                                               m.spec_num_accepted_tokens + a)
 
 # %% ../../nbs/50_speculative.ipynb #96701b3f
+@dataclass
+class SpeculativeMetrics(SequenceMetrics):
+    "A sample's record (chapter 15) with its speculation counts."
+    spec_num_verifications: int = 0
+    spec_num_draft_tokens: int = 0
+    spec_num_accepted_tokens: int = 0
+    spec_proposer_seconds: float = 0.0
+
+    @staticmethod
+    def request_figures(records: list) -> dict:
+        "The speculation figures of a request's records (samples that never drafted count zero)."
+        v, d, a, t = (sum(getattr(r, f"spec_{k}", 0) for r in records) for k in
+                      ("num_verifications", "num_draft_tokens", "num_accepted_tokens",
+                       "proposer_seconds"))
+        return {"spec_num_verifications": v, "spec_num_draft_tokens": d,
+                "spec_num_accepted_tokens": a, "spec_acceptance_rate": a / d if d else 0.0,
+                "spec_mean_accepted_length": 1 + a / v if v else 0.0, "spec_proposer_seconds": t}
+
+
+def spec_metrics(seq: Sequence) -> SpeculativeMetrics:
+    "The sample's record, made a `SpeculativeMetrics` (fields kept) the first time it drafts."
+    if not isinstance(seq.metrics, SpeculativeMetrics):
+        seq.metrics = SpeculativeMetrics(**vars(seq.metrics))
+    return seq.metrics
+
+# %% ../../nbs/50_speculative.ipynb #a5957650
 @patch
 def request_output(self: SpeculativeEngine, request_id: str) -> RequestOutput:
     "Chapter 25's RequestOutput with the request's speculation figures in `metrics`."
-    seqs = self.finished[request_id]
-    per_seq = [self.seq_spec_stats.pop(s.seq_id, [0, 0, 0]) for s in seqs]
-    v, d, a = (sum(st[i] for st in per_seq) for i in range(3))
+    records = [s.metrics for s in self.finished[request_id]]
     out = LLMEngine.request_output(self, request_id)
-    out.metrics |= {"spec_num_verifications": v, "spec_num_draft_tokens": d,    # beside ch. 25's
-                    "spec_num_accepted_tokens": a,
-                    "spec_acceptance_rate": a / d if d else 0.0,
-                    "spec_mean_accepted_length": 1 + a / v if v else 0.0}
+    out.metrics |= SpeculativeMetrics.request_figures(records)          # beside chapter 25's
     return out
 
 # %% ../../nbs/50_speculative.ipynb #0f14369d
