@@ -10,6 +10,7 @@ __all__ = ['standardize_rope_parameters', 'attention_layout', 'text_config_dict'
 import copy
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from gguf import GGUFReader
@@ -247,16 +248,23 @@ class ModelConfig:
                                               [t.name for t in reader.tensors]))
 
 # %% ../nbs/01_config.ipynb #c23f3eea
-def open_gguf(path) -> GGUFReader:
-    """A `gguf.GGUFReader` over `path` (memory-mapped); a missing or unreadable file raises an error
-    naming it."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no GGUF file at {path}")
+@lru_cache(maxsize=2)
+def _parse_gguf(path: str, size: int, mtime_ns: int) -> GGUFReader:
+    "A parsed reader of the file at `path` as it was at (`size`, `mtime_ns`)."
     try:
         return GGUFReader(path)
     except Exception as e:
         raise ValueError(f"{path} is not a readable GGUF file: {e}") from e
+
+# %% ../nbs/01_config.ipynb #b1bcd067
+def open_gguf(path) -> GGUFReader:
+    """A `gguf.GGUFReader` over `path` (memory-mapped, parsed once per version of the file); a
+    missing or unreadable file raises an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no GGUF file at {path}")
+    stat = path.stat()
+    return _parse_gguf(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
 
 # %% ../nbs/01_config.ipynb #49afc6b7
 def gguf_metadata(reader: GGUFReader) -> dict:
