@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['TL_DTYPES', 'round_to', 'triton_interpreted', 'ulp_distance', 'rms_norm_kernel', 'rms_norm', 'silu_and_mul_kernel',
-           'silu_and_mul', 'rotate_heads', 'rotary_kernel', 'rotary_embedding', 'check_triton_device',
+           'silu_and_mul', 'store_rotated', 'rotate_heads', 'rotary_kernel', 'rotary_embedding', 'check_triton_device',
            'use_triton_kernels', 'triton_fused_pass']
 
 # %% ../../nbs/10a_triton_fused.ipynb #5fda6211
@@ -144,6 +144,18 @@ def silu_and_mul(gate: torch.Tensor, up: torch.Tensor, block: int = 1024) -> tor
 
 # %% ../../nbs/10a_triton_fused.ipynb #5d055c61
 @triton.jit
+def store_rotated(x1, x2, cos, sin, out_ptr, t, stride_ot, stride_oh, offs_h, offs_d, mask,
+                  DTYPE: tl.constexpr, HALF: tl.constexpr):
+    """Store the fp32 halves x1, x2 [BLOCK_H, BLOCK_HALF] of token t's heads rotated by cos, sin
+    [su2021roformer, Eq. 34]."""
+    o1 = round_to(round_to(x1 * cos, DTYPE) - round_to(x2 * sin, DTYPE), DTYPE)             # Eq. 34
+    o2 = round_to(round_to(x2 * cos, DTYPE) + round_to(x1 * sin, DTYPE), DTYPE)
+    out_ptrs = out_ptr + t * stride_ot + offs_h[:, None] * stride_oh + offs_d[None, :]
+    tl.store(out_ptrs, o1.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptrs + HALF, o2.to(out_ptr.dtype.element_ty), mask=mask)
+
+# %% ../../nbs/10a_triton_fused.ipynb #6f18843b
+@triton.jit
 def rotate_heads(x_ptr, out_ptr, stride_xt, stride_xh, stride_ot, stride_oh, t, cos, sin, num_heads,
                  DTYPE: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr,
                  BLOCK_HALF: tl.constexpr):
@@ -155,11 +167,8 @@ def rotate_heads(x_ptr, out_ptr, stride_xt, stride_xh, stride_ot, stride_oh, t, 
     x_ptrs = x_ptr + t * stride_xt + offs_h[:, None] * stride_xh + offs_d[None, :]
     x1 = tl.load(x_ptrs, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(x_ptrs + HALF, mask=mask, other=0.0).to(tl.float32)
-    o1 = round_to(round_to(x1 * cos, DTYPE) - round_to(x2 * sin, DTYPE), DTYPE)             # Eq. 34
-    o2 = round_to(round_to(x2 * cos, DTYPE) + round_to(x1 * sin, DTYPE), DTYPE)
-    out_ptrs = out_ptr + t * stride_ot + offs_h[:, None] * stride_oh + offs_d[None, :]
-    tl.store(out_ptrs, o1.to(out_ptr.dtype.element_ty), mask=mask)
-    tl.store(out_ptrs + HALF, o2.to(out_ptr.dtype.element_ty), mask=mask)
+    store_rotated(x1, x2, cos, sin, out_ptr, t, stride_ot, stride_oh, offs_h, offs_d, mask, DTYPE,
+                  HALF)
 
 # %% ../../nbs/10a_triton_fused.ipynb #769b9a19
 @triton.jit

@@ -13,7 +13,7 @@ from torch import nn
 
 from .triton_fused import (TL_DTYPES, check_triton_device, rms_norm,
                                              rotary_embedding, rotate_heads, round_to,
-                                             triton_interpreted)
+                                             store_rotated, triton_interpreted)
 from .triton_paged_attention import triton_store_kv
 from ..engine_config import register_pass
 from ..layers.attention import Attention
@@ -38,11 +38,8 @@ def norm_rotate_heads(x_ptr, out_ptr, w_ptr, eps, stride_xt, stride_xh, stride_o
     g2 = tl.load(w_ptr + HALF + offs_d, mask=offs_d < HALF, other=0.0).to(tl.float32)[None, :]
     x1 = round_to(g1 * round_to(x1 * r, DTYPE), DTYPE)                          # the norm's output
     x2 = round_to(g2 * round_to(x2 * r, DTYPE), DTYPE)
-    o1 = round_to(round_to(x1 * cos, DTYPE) - round_to(x2 * sin, DTYPE), DTYPE)        # Eq. 34
-    o2 = round_to(round_to(x2 * cos, DTYPE) + round_to(x1 * sin, DTYPE), DTYPE)
-    out_ptrs = out_ptr + t * stride_ot + offs_h[:, None] * stride_oh + offs_d[None, :]
-    tl.store(out_ptrs, o1.to(out_ptr.dtype.element_ty), mask=mask)
-    tl.store(out_ptrs + HALF, o2.to(out_ptr.dtype.element_ty), mask=mask)
+    store_rotated(x1, x2, cos, sin, out_ptr, t, stride_ot, stride_oh, offs_h, offs_d, mask, DTYPE,
+                  HALF)
 
 # %% ../../nbs/21b_triton_fused_rope_cache.ipynb #ead1d897
 @triton.jit
